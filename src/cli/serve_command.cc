@@ -1,0 +1,126 @@
+// `tailcut serve`: the inference server. Start-up order matters for health checks: the HTTP
+// server listens first (answering /health and /v2/health/ready with 503), then the models
+// load and warm up, then readiness turns to 200. SIGTERM/SIGINT start a graceful shutdown:
+// stop accepting, let in-flight requests finish within the grace period, exit 0.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cli/commands.h"
+#include "config/server_config.h"
+#include "core/inference_service.h"
+#include "engine/ort_environment.h"
+#include "obs/metrics.h"
+#include "server/http_server.h"
+#include "server/server_routes.h"
+
+namespace tailcut::cli {
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+int RunServe(ServerConfigLoader& loader) {
+  auto loaded = loader.Load();
+  if (!loaded.ok()) {
+    PrintError(loaded.status().message());
+    return 2;
+  }
+  const ServerConfig& config = *loaded;
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  // Signals are taken by this thread alone (sigwait below): block them before any other
+  // thread starts so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (Status s = OrtEnvironment::Init(config.engine); !s.ok()) {
+    PrintError(s.message());
+    return 1;
+  }
+  MetricsRegistry metrics;
+  auto service = InferenceService::Create(config.service, metrics);
+  if (!service.ok()) {
+    PrintError(service.status().message());
+    return 1;
+  }
+  ApiContextOptions api_options;
+  api_options.slow_request_log_millis = config.slow_request_log_millis;
+  ApiContext context(**service, metrics, api_options);
+  Router router;
+  TeiOptions tei;
+  tei.max_client_batch_size = static_cast<int>(config.service.text.max_inputs_per_request);
+  AddAllRoutes(router, context, tei);
+
+  auto server = HttpServer::Create(
+      config.http, [&router](const HttpExchangePtr& ex) { router.Dispatch(ex); }, &metrics);
+  if (Status s = server->Start(); !s.ok()) {
+    PrintError(s.message());
+    return 1;
+  }
+  metrics.AddCollectHook(
+      [&server,
+       &gauge =
+           metrics.AddGauge("tailcut_http_requests_in_flight", "Requests read and not yet answered")
+               .Get()] { gauge.Set(static_cast<double>(server->in_flight())); });
+  spdlog::info("tailcut {} listening on http://{}:{} (onnxruntime {}, {} inference threads)",
+               TAILCUT_VERSION, config.http.host, server->port(), OrtEnvironment::RuntimeVersion(),
+               OrtEnvironment::Get().intra_op_threads());
+  if (IsLoopback(config.http.host)) {
+    spdlog::info("bound to loopback only; set --host 0.0.0.0 to accept other machines");
+  } else {
+    spdlog::warn("bound to {}: reachable from other machines", config.http.host);
+  }
+
+  if (Status s = (*service)->LoadStartupModels(); !s.ok()) {
+    spdlog::error("not all models loaded; /health reports not ready: {}", s.message());
+  } else {
+    spdlog::info("ready: default model '{}'", (*service)->default_model());
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("{} received: draining (grace {} ms)",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", config.shutdown_grace_millis);
+  server->StopAccepting();
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(config.shutdown_grace_millis);
+  while (server->in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int64_t left = server->in_flight();
+  (*service)->Shutdown(/*drain=*/false);
+  // Let the answers of anything failed by the shutdown reach their sockets.
+  for (int i = 0; i < 100 && server->in_flight() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  server->Stop();
+  if (left > 0) {
+    spdlog::warn("stopped with {} requests unanswered after the grace period", left);
+  } else {
+    spdlog::info("stopped cleanly");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner AddServeCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Run the inference server (OpenAI /v1/embeddings, TEI /embed, KServe v2, /metrics).\n"
+      "Settings: defaults < --config file (YAML) < TAILCUT_* environment < flags; see "
+      "docs/configuration.md");
+  auto loader = std::make_shared<ServerConfigLoader>(*cmd);
+  return [loader] { return RunServe(*loader); };
+}
+
+}  // namespace tailcut::cli

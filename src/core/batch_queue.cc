@@ -1,0 +1,123 @@
+#include "core/batch_queue.h"
+
+#include <algorithm>
+
+namespace tailcut {
+
+BatchQueue::BatchQueue(const BatchQueueOptions& options, const Clock& clock)
+    : options_(options), clock_(clock) {}
+
+Status BatchQueue::Enqueue(std::unique_ptr<BatchTask>& task) {
+  const int64_t rows = task->rows();
+  // An empty queue always admits one task, even one larger than the bound, so that a
+  // legitimate large request is slow rather than impossible.
+  if (!tasks_.empty() && queued_rows_ + rows > options_.max_enqueued_rows) {
+    return Status::ResourceExhausted("queue full (" + std::to_string(queued_rows_) + " of " +
+                                     std::to_string(options_.max_enqueued_rows) + " rows queued)");
+  }
+  queued_rows_ += rows;
+  queued_tokens_ += rows * task->length();
+  tasks_.push_back(std::move(task));
+  return Status::Ok();
+}
+
+bool BatchQueue::ReadyToForm() const {
+  if (tasks_.empty()) return false;
+  if (queued_rows_ >= options_.max_batch_size) return true;
+  if (options_.max_batch_tokens > 0 && queued_tokens_ >= options_.max_batch_tokens) return true;
+  return clock_.NowMicros() >=
+         tasks_.front()->enqueue_time_micros() + options_.batch_timeout_micros;
+}
+
+std::optional<int64_t> BatchQueue::NextReadyTimeMicros() const {
+  if (tasks_.empty()) return std::nullopt;
+  if (ReadyToForm()) return clock_.NowMicros();
+  return tasks_.front()->enqueue_time_micros() + options_.batch_timeout_micros;
+}
+
+void BatchQueue::RemoveExpired(int64_t expected_batch_micros,
+                               std::vector<std::unique_ptr<BatchTask>>* expired) {
+  const int64_t finish_by = clock_.NowMicros() + expected_batch_micros;
+  auto keep = tasks_.begin();
+  for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+    const int64_t deadline = (*it)->deadline_micros();
+    if (deadline > 0 && deadline < finish_by) {
+      queued_rows_ -= (*it)->rows();
+      queued_tokens_ -= (*it)->rows() * (*it)->length();
+      expired->push_back(std::move(*it));
+    } else {
+      if (keep != it) *keep = std::move(*it);
+      ++keep;
+    }
+  }
+  tasks_.erase(keep, tasks_.end());
+}
+
+Batch BatchQueue::FormBatch() {
+  Batch batch;
+  batch.formed_at_micros = clock_.NowMicros();
+  if (tasks_.empty()) return batch;
+
+  std::unique_ptr<BatchTask> anchor = std::move(tasks_.front());
+  tasks_.pop_front();
+  const uint64_t key = anchor->batch_key();
+  const int64_t anchor_length = anchor->length();
+  batch.rows = anchor->rows();
+  batch.max_length = anchor_length;
+  batch.tasks.push_back(std::move(anchor));
+
+  // Candidates: compatible tasks in the window, nearest length first, oldest first on ties.
+  struct Candidate {
+    size_t index;
+    int64_t distance;
+  };
+  std::vector<Candidate> candidates;
+  const size_t window =
+      std::min(tasks_.size(), static_cast<size_t>(std::max<int64_t>(0, options_.grouping_window)));
+  if (batch.rows < options_.max_batch_size) {
+    for (size_t i = 0; i < window; ++i) {
+      if (tasks_[i]->batch_key() != key) continue;
+      const int64_t d = tasks_[i]->length() - anchor_length;
+      candidates.push_back({i, d < 0 ? -d : d});
+    }
+    std::stable_sort(
+        candidates.begin(), candidates.end(),
+        [](const Candidate& a, const Candidate& b) { return a.distance < b.distance; });
+  }
+
+  std::vector<size_t> chosen;
+  for (const Candidate& c : candidates) {
+    if (batch.rows >= options_.max_batch_size) break;
+    const BatchTask& t = *tasks_[c.index];
+    const int64_t rows = batch.rows + t.rows();
+    const int64_t length = std::max(batch.max_length, t.length());
+    if (rows > options_.max_batch_size) continue;
+    if (options_.max_batch_tokens > 0 && rows * length > options_.max_batch_tokens) continue;
+    batch.rows = rows;
+    batch.max_length = length;
+    chosen.push_back(c.index);
+  }
+
+  // Move the chosen tasks out in queue order, then close the gaps.
+  std::sort(chosen.begin(), chosen.end());
+  for (size_t index : chosen) batch.tasks.push_back(std::move(tasks_[index]));
+  if (!chosen.empty()) {
+    tasks_.erase(std::remove(tasks_.begin(), tasks_.end(), nullptr), tasks_.end());
+  }
+  for (const auto& t : batch.tasks) {
+    queued_rows_ -= t->rows();
+    queued_tokens_ -= t->rows() * t->length();
+  }
+  return batch;
+}
+
+std::vector<std::unique_ptr<BatchTask>> BatchQueue::TakeAll() {
+  std::vector<std::unique_ptr<BatchTask>> all;
+  for (auto& t : tasks_) all.push_back(std::move(t));
+  tasks_.clear();
+  queued_rows_ = 0;
+  queued_tokens_ = 0;
+  return all;
+}
+
+}  // namespace tailcut

@@ -1,0 +1,85 @@
+// BatchQueue: the batching policy, with no threads in it: a bounded FIFO of tasks and the
+// rule that turns them into batches. Kept apart from the threads (BatchScheduler) so every
+// decision can be tested deterministically with a ManualClock.
+//
+// Policy:
+//  - Admission: a task that would push the queue past max_enqueued_rows is refused
+//    (ResourceExhausted -> HTTP 429), so overload is answered at once instead of by
+//    unbounded queueing delay.
+//  - Readiness: a batch is formed when the queue can fill max_batch_size rows or
+//    max_batch_tokens padded tokens, or when the oldest task has waited batch_timeout_micros.
+//  - Grouping: the oldest task always goes first (no starvation); the rest of the batch is
+//    picked among the next `grouping_window` tasks by closeness of length, oldest first on
+//    ties, while rows x longest length stays within max_batch_tokens. Short texts are thus
+//    not padded to a long one that happens to be queued beside them.
+//  - Deadlines: tasks whose deadline is before now + the expected batch time are removed and
+//    handed back for failing; they would only waste compute.
+//
+// Thread-safety: none; BatchScheduler serialises access under its mutex.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/clock.h"
+#include "core/batch_task.h"
+
+namespace tailcut {
+
+struct BatchQueueOptions {
+  // Most rows (texts) in one batch. Larger batches raise throughput under load but make each
+  // batch, and so every request in it, slower; on CPU the gain flattens past 16-32.
+  int64_t max_batch_size = 32;
+  // Most padded tokens (rows x longest length) in one batch; bounds one batch's compute time
+  // when long texts arrive. 0 = no limit. A single task longer than this still runs alone.
+  int64_t max_batch_tokens = 2048;
+  // How long the oldest task may wait for its batch to fill. 0 = run whatever is queued as
+  // soon as a worker is free (batches still grow under load while the worker is busy).
+  // Raise it to trade latency at light load for larger batches.
+  int64_t batch_timeout_micros = 0;
+  // Queue bound in rows. Beyond it new tasks are refused; this is what bounds queueing delay.
+  // Roughly: max tolerated queue wait x engine throughput.
+  int64_t max_enqueued_rows = 1024;
+  // How many queued tasks batch formation considers when grouping by length.
+  int64_t grouping_window = 256;
+};
+
+class BatchQueue {
+ public:
+  BatchQueue(const BatchQueueOptions& options, const Clock& clock);
+
+  // Queues `task`, or returns it with ResourceExhausted when the queue is full.
+  Status Enqueue(std::unique_ptr<BatchTask>& task);
+
+  // Whether a batch should be formed now (see Readiness above).
+  bool ReadyToForm() const;
+  // When ReadyToForm() will become true by waiting alone; nullopt if the queue is empty.
+  std::optional<int64_t> NextReadyTimeMicros() const;
+
+  // Removes tasks that cannot meet their deadline given `expected_batch_micros`, into
+  // `expired`. Call before FormBatch().
+  void RemoveExpired(int64_t expected_batch_micros,
+                     std::vector<std::unique_ptr<BatchTask>>* expired);
+
+  // Takes the next batch off the queue (empty if the queue is).
+  Batch FormBatch();
+
+  // Takes every queued task (for shutdown).
+  std::vector<std::unique_ptr<BatchTask>> TakeAll();
+
+  int64_t queued_rows() const { return queued_rows_; }
+  int64_t queued_tokens() const { return queued_tokens_; }
+  size_t queued_tasks() const { return tasks_.size(); }
+  const BatchQueueOptions& options() const { return options_; }
+
+ private:
+  BatchQueueOptions options_;
+  const Clock& clock_;
+  std::deque<std::unique_ptr<BatchTask>> tasks_;
+  int64_t queued_rows_ = 0;
+  int64_t queued_tokens_ = 0;  // Sum of rows x length: work waiting, before padding.
+};
+
+}  // namespace tailcut

@@ -1,0 +1,74 @@
+// BatchScheduler: the threads around a BatchQueue. Callers on IO threads Schedule() tasks
+// and return at once; dedicated worker threads form batches by the queue's policy and hand
+// each to the model's process function. No model work ever runs on the caller's thread.
+//
+// Thread-safety: Schedule() and the accessors are safe from any thread. The process function
+// runs on worker threads, possibly concurrently when num_workers > 1.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "core/batch_queue.h"
+
+namespace tailcut {
+
+struct BatchSchedulerOptions {
+  BatchQueueOptions queue;
+  // Threads that run batches. One is right when the engine already uses every core for one
+  // batch (ONNX Runtime's intra-op pool); two can overlap one batch's pre/post-processing
+  // with the next batch's inference at the cost of sharing the cores.
+  int num_workers = 1;
+  // Initial guess of one batch's run time, used for deadline decisions until batches have
+  // been measured (an exponentially weighted average of measured times replaces it).
+  int64_t initial_batch_estimate_micros = 5000;
+};
+
+class BatchScheduler {
+ public:
+  // Runs one batch; must complete or fail every task in it.
+  using ProcessFn = std::function<void(Batch&& batch)>;
+
+  BatchScheduler(const BatchSchedulerOptions& options, ProcessFn process,
+                 const Clock& clock = SystemClock::Get());
+  ~BatchScheduler();  // Stop(/*drain=*/false).
+
+  BatchScheduler(const BatchScheduler&) = delete;
+  BatchScheduler& operator=(const BatchScheduler&) = delete;
+
+  // Queues all of `tasks` or none of them: when they do not fit, returns ResourceExhausted
+  // and leaves `tasks` untouched, so the caller can answer its client at once. After Stop()
+  // returns Unavailable.
+  Status Schedule(std::vector<std::unique_ptr<BatchTask>>& tasks);
+
+  // Stops the workers. With drain, queued tasks still run first; without, they are failed
+  // with Unavailable. Idempotent.
+  void Stop(bool drain);
+
+  int64_t queued_rows() const;
+  size_t queued_tasks() const;
+  // Exponentially weighted average of recent batch run times.
+  int64_t expected_batch_micros() const { return expected_batch_micros_.load(); }
+  const BatchSchedulerOptions& options() const { return options_; }
+
+ private:
+  void WorkerLoop();
+
+  const BatchSchedulerOptions options_;
+  const ProcessFn process_;
+  const Clock& clock_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  BatchQueue queue_;       // Guarded by mutex_.
+  bool stopping_ = false;  // Guarded by mutex_.
+  std::atomic<int64_t> expected_batch_micros_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace tailcut

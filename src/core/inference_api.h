@@ -1,0 +1,101 @@
+// InferenceApi: the narrow core API that every protocol front-end (OpenAI, TEI, KServe v2)
+// calls. Front-ends only translate JSON to these requests and results back to JSON; model
+// lookup, lazy loading, tokenisation, caching, batching, deadlines and precision choice all
+// happen behind this interface.
+//
+// Calls return at once; the callback runs exactly once, on whichever thread finishes the
+// work (a batch worker, a model loader, or the caller's own thread for immediate answers).
+//
+// Thread-safety: all methods are safe to call concurrently from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "core/stage_timings.h"
+#include "engine/tensor.h"
+
+namespace tailcut {
+
+struct EmbedRequest {
+  std::string model;                // A model name or alias; "default" = the default model.
+  std::vector<std::string> inputs;  // UTF-8 texts.
+  std::optional<bool> normalize;    // Unset = the model's configuration.
+  bool truncate = true;             // False: an over-long input is an error, not cut.
+  std::string precision;            // A variant pin ("fp32", "int8", ...); empty = server's choice.
+  bool cache_read = true;           // False for Cache-Control: no-cache.
+  bool cache_write = true;          // False for Cache-Control: no-store.
+  int64_t received_micros = 0;      // When the request arrived (SystemClock).
+  int64_t deadline_micros = 0;      // Absolute (SystemClock); 0 = the server default.
+  StageTimings timings;             // Stages already spent (parse) before the call.
+};
+
+struct EmbedResult {
+  std::string model;    // Canonical model name.
+  std::string variant;  // The precision variant that computed it.
+  int dimensions = 0;
+  std::vector<float> embeddings;  // inputs.size() x dimensions, row-major.
+  std::vector<int32_t> token_counts;
+  int64_t cache_hits = 0;
+  StageTimings timings;
+};
+using EmbedCallback = std::function<void(Result<EmbedResult>)>;
+
+struct TensorRequest {
+  std::string model;
+  std::vector<Tensor> inputs;
+  std::vector<std::string> outputs;  // Empty = all.
+  int64_t received_micros = 0;
+  int64_t deadline_micros = 0;
+  StageTimings timings;
+};
+
+struct TensorResult {
+  std::string model;
+  std::string version;
+  std::vector<Tensor> outputs;
+  StageTimings timings;
+};
+using TensorCallback = std::function<void(Result<TensorResult>)>;
+
+enum class ModelState { kUnloaded, kLoading, kReady, kFailed };
+std::string_view ModelStateName(ModelState state);
+
+struct ModelDescription {
+  std::string name;
+  std::string kind;  // "text-embedding" | "tensor"
+  ModelState state = ModelState::kUnloaded;
+  std::string error;    // Why it failed, when it did.
+  std::string version;  // File digest of the active variant.
+  int dimensions = 0;
+  int max_sequence_length = 0;
+  int max_batch_size = 0;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<std::string> variants;
+  std::string active_variant;
+};
+
+class InferenceApi {
+ public:
+  virtual ~InferenceApi() = default;
+
+  virtual void Embed(EmbedRequest request, EmbedCallback done) = 0;
+  virtual void Infer(TensorRequest request, TensorCallback done) = 0;
+
+  virtual std::vector<ModelDescription> ListModels() const = 0;
+  // The model's description; NotFound for an unknown name.
+  virtual Result<ModelDescription> DescribeModel(const std::string& name) const = 0;
+  // The name "default" resolves to.
+  virtual std::string default_model() const = 0;
+
+  // Live: the process runs. Ready: every model loaded at start-up is loaded and warm, and
+  // the server is not shutting down.
+  virtual bool Ready() const = 0;
+};
+
+}  // namespace tailcut

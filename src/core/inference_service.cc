@@ -1,0 +1,302 @@
+#include "core/inference_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+namespace tailcut {
+namespace fs = std::filesystem;
+
+std::string_view ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kUnloaded:
+      return "UNLOADED";
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kFailed:
+      return "UNAVAILABLE";
+  }
+  return "UNKNOWN";
+}
+
+InferenceService::InferenceService(const InferenceServiceOptions& options, MetricsRegistry& metrics,
+                                   const Clock& clock)
+    : options_(options), metrics_registry_(metrics), metric_families_(metrics), clock_(clock) {}
+
+InferenceService::~InferenceService() {
+  Shutdown(/*drain=*/false);
+}
+
+Result<std::unique_ptr<InferenceService>> InferenceService::Create(
+    const InferenceServiceOptions& options, MetricsRegistry& metrics, const Clock& clock) {
+  std::unique_ptr<InferenceService> s(new InferenceService(options, metrics, clock));
+  std::error_code ec;
+  if (!fs::is_directory(options.model_repository, ec)) {
+    return Status::NotFound("model repository '" + options.model_repository + "' is not a folder");
+  }
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(options.model_repository, ec)) {
+    if (e.is_directory()) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    auto config = LoadModelConfig(dir.string());
+    if (!config.ok()) {
+      // A folder that is not a model (no model.yaml, no model.onnx) is skipped; a broken
+      // configuration is reported and skipped so the other models still serve.
+      if (config.status().code() != Status::Code::kNotFound) {
+        spdlog::error("skipping model folder {}: {}", dir.string(), config.status().message());
+      }
+      continue;
+    }
+    if (s->entries_.count(config->name)) {
+      return Status::InvalidArgument("two model folders declare the name '" + config->name + "'");
+    }
+    auto entry = std::make_unique<Entry>();
+    entry->config = *config;
+    if (s->default_model_.empty() && options.default_model.empty() &&
+        config->kind == ModelKind::kTextEmbedding) {
+      s->default_model_ = config->name;
+    }
+    s->entries_.emplace(config->name, std::move(entry));
+  }
+  if (!options.default_model.empty()) {
+    if (!s->entries_.count(options.default_model)) {
+      return Status::NotFound("default model '" + options.default_model +
+                              "' is not in the repository '" + options.model_repository + "'");
+    }
+    s->default_model_ = options.default_model;
+  }
+  if (s->entries_.empty()) {
+    return Status::NotFound("model repository '" + options.model_repository +
+                            "' holds no model folders");
+  }
+  auto* raw = s.get();
+  metrics.AddCollectHook(
+      [raw, &gauge = metrics.AddGauge("tailcut_queue_rows",
+                                      "Inputs waiting in a model's batch queue", {"model"})] {
+        for (const auto& [name, entry] : raw->entries_) {
+          std::lock_guard<std::mutex> lock(entry->mutex);
+          int64_t rows = 0;
+          if (entry->text) rows = entry->text->queued_rows();
+          if (entry->tensor) rows = entry->tensor->queued_rows();
+          if (entry->state == ModelState::kReady)
+            gauge.WithLabels({name}).Set(static_cast<double>(rows));
+        }
+      });
+  return s;
+}
+
+Status InferenceService::LoadEntry(Entry* entry) {
+  const ModelConfig& config = entry->config;
+  const int64_t start = clock_.NowMicros();
+  spdlog::info("loading model '{}' ({}) from {}", config.name, ModelKindName(config.kind),
+               config.file_path);
+  Status status;
+  std::shared_ptr<TextEmbeddingServable> text;
+  std::shared_ptr<TensorServable> tensor;
+  const ServableMetrics metrics = metric_families_.ForModel(config.name);
+  if (config.kind == ModelKind::kTextEmbedding) {
+    auto loaded =
+        TextEmbeddingServable::Load(config, options_.session, options_.text, metrics, clock_);
+    if (loaded.ok()) {
+      text = std::move(loaded).value();
+    } else {
+      status = loaded.status();
+    }
+  } else {
+    auto loaded = TensorServable::Load(config, options_.session, options_.tensor, metrics, clock_);
+    if (loaded.ok()) {
+      tensor = std::move(loaded).value();
+    } else {
+      status = loaded.status();
+    }
+  }
+  std::vector<std::function<void(const Status&)>> waiters;
+  {
+    std::lock_guard<std::mutex> lock(entry->mutex);
+    if (status.ok()) {
+      entry->state = ModelState::kReady;
+      entry->text = std::move(text);
+      entry->tensor = std::move(tensor);
+      entry->error.clear();
+    } else {
+      entry->state = ModelState::kFailed;
+      entry->error = status.message();
+    }
+    waiters.swap(entry->waiters);
+  }
+  if (status.ok()) {
+    spdlog::info("model '{}' ready in {} ms (loaded and warmed up)", config.name,
+                 (clock_.NowMicros() - start) / 1000);
+  } else {
+    spdlog::error("model '{}' failed to load: {}", config.name, status.message());
+  }
+  const Status for_waiters =
+      status.ok()
+          ? status
+          : Status::Unavailable("model '" + config.name + "' failed to load: " + status.message());
+  for (auto& w : waiters) w(for_waiters);
+  return status;
+}
+
+Status InferenceService::LoadStartupModels() {
+  Status first;
+  if (!options_.lazy_loading) {
+    for (auto& [name, entry] : entries_) {
+      {
+        std::lock_guard<std::mutex> lock(entry->mutex);
+        if (entry->state != ModelState::kUnloaded) continue;
+        entry->state = ModelState::kLoading;
+      }
+      Status s = LoadEntry(entry.get());
+      if (!s.ok() && first.ok()) first = s;
+    }
+  }
+  startup_loaded_ = true;
+  return first;
+}
+
+void InferenceService::Shutdown(bool drain) {
+  if (shutting_down_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(loaders_mutex_);
+    for (auto& t : loaders_) {
+      if (t.joinable()) t.join();
+    }
+    loaders_.clear();
+  }
+  for (auto& [name, entry] : entries_) {
+    std::shared_ptr<TextEmbeddingServable> text;
+    std::shared_ptr<TensorServable> tensor;
+    {
+      std::lock_guard<std::mutex> lock(entry->mutex);
+      text = entry->text;
+      tensor = entry->tensor;
+    }
+    if (text) text->Stop(drain);
+    if (tensor) tensor->Stop(drain);
+  }
+}
+
+InferenceService::Entry* InferenceService::Find(const std::string& name) const {
+  const std::string& key = (name.empty() || name == "default") ? default_model_ : name;
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+void InferenceService::WithModel(Entry* entry, std::function<void(const Status&)> then) {
+  bool start_load = false;
+  {
+    std::lock_guard<std::mutex> lock(entry->mutex);
+    switch (entry->state) {
+      case ModelState::kReady:
+        break;
+      case ModelState::kFailed:
+        return then(Status::Unavailable("model '" + entry->config.name +
+                                        "' failed to load: " + entry->error));
+      case ModelState::kUnloaded:
+        entry->state = ModelState::kLoading;
+        start_load = true;
+        entry->waiters.push_back(std::move(then));
+        break;
+      case ModelState::kLoading:
+        entry->waiters.push_back(std::move(then));
+        return;
+    }
+  }
+  if (!start_load) return then(Status::Ok());
+  // Load off the caller's (IO) thread; everything that arrives meanwhile waits in `waiters`.
+  std::lock_guard<std::mutex> lock(loaders_mutex_);
+  loaders_.emplace_back([this, entry] { (void)LoadEntry(entry); });
+}
+
+void InferenceService::Embed(EmbedRequest request, EmbedCallback done) {
+  if (shutting_down_) return done(Status::Unavailable("server is shutting down"));
+  Entry* entry = Find(request.model);
+  if (!entry) {
+    return done(Status::NotFound("model '" + request.model + "' does not exist"));
+  }
+  if (entry->config.kind != ModelKind::kTextEmbedding) {
+    return done(Status::InvalidArgument("model '" + entry->config.name +
+                                        "' is not a text-embedding model; use "
+                                        "/v2/models/" +
+                                        entry->config.name + "/infer"));
+  }
+  auto shared_request = std::make_shared<EmbedRequest>(std::move(request));
+  auto shared_done = std::make_shared<EmbedCallback>(std::move(done));
+  WithModel(entry, [entry, shared_request, shared_done](const Status& s) {
+    if (!s.ok()) return (*shared_done)(s);
+    std::shared_ptr<TextEmbeddingServable> text;
+    {
+      std::lock_guard<std::mutex> lock(entry->mutex);
+      text = entry->text;
+    }
+    text->Embed(std::move(*shared_request), std::move(*shared_done));
+  });
+}
+
+void InferenceService::Infer(TensorRequest request, TensorCallback done) {
+  if (shutting_down_) return done(Status::Unavailable("server is shutting down"));
+  Entry* entry = Find(request.model);
+  if (!entry) return done(Status::NotFound("model '" + request.model + "' does not exist"));
+  if (entry->config.kind != ModelKind::kTensor) {
+    return done(Status::InvalidArgument(
+        "model '" + entry->config.name +
+        "' is a text-embedding model; send texts to /v1/embeddings or /embed"));
+  }
+  auto shared_request = std::make_shared<TensorRequest>(std::move(request));
+  auto shared_done = std::make_shared<TensorCallback>(std::move(done));
+  WithModel(entry, [entry, shared_request, shared_done](const Status& s) {
+    if (!s.ok()) return (*shared_done)(s);
+    std::shared_ptr<TensorServable> tensor;
+    {
+      std::lock_guard<std::mutex> lock(entry->mutex);
+      tensor = entry->tensor;
+    }
+    tensor->Infer(std::move(*shared_request), std::move(*shared_done));
+  });
+}
+
+ModelDescription InferenceService::DescribeEntry(const Entry& entry) const {
+  std::lock_guard<std::mutex> lock(entry.mutex);
+  ModelDescription d;
+  if (entry.text) {
+    d = entry.text->Describe();
+  } else if (entry.tensor) {
+    d = entry.tensor->Describe();
+  } else {
+    d.name = entry.config.name;
+    d.kind = std::string(ModelKindName(entry.config.kind));
+    d.max_sequence_length = entry.config.max_sequence_length;
+  }
+  d.state = entry.state;
+  d.error = entry.error;
+  return d;
+}
+
+std::vector<ModelDescription> InferenceService::ListModels() const {
+  std::vector<ModelDescription> out;
+  for (const auto& [name, entry] : entries_) out.push_back(DescribeEntry(*entry));
+  return out;
+}
+
+Result<ModelDescription> InferenceService::DescribeModel(const std::string& name) const {
+  const Entry* entry = Find(name);
+  if (!entry) return Status::NotFound("model '" + name + "' does not exist");
+  return DescribeEntry(*entry);
+}
+
+bool InferenceService::Ready() const {
+  if (shutting_down_ || !startup_loaded_) return false;
+  if (options_.lazy_loading) return true;
+  for (const auto& [name, entry] : entries_) {
+    std::lock_guard<std::mutex> lock(entry->mutex);
+    if (entry->state != ModelState::kReady) return false;
+  }
+  return true;
+}
+
+}  // namespace tailcut

@@ -1,0 +1,90 @@
+// InferenceService: the InferenceApi implementation. It owns the model repository (one
+// folder per model), loads each model at start-up or lazily on first use, and routes
+// requests to the model's servable. A lazy load happens exactly once however many requests
+// arrive during it: they wait on the load and are served when it completes (or answered
+// with its error).
+//
+// Thread-safety: every public method is safe from any thread. Shutdown() once.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/inference_api.h"
+#include "core/servable_metrics.h"
+#include "core/tensor_servable.h"
+#include "core/text_embedding_servable.h"
+
+namespace tailcut {
+
+struct InferenceServiceOptions {
+  // Folder holding one sub-folder per model (see engine/model_config.h).
+  std::string model_repository = "models";
+  // The model that the name "default" and requests without a model use. Empty = the first
+  // text-embedding model found (by folder name).
+  std::string default_model;
+  // Load models on first use instead of at start-up. Start-up is faster; the first request
+  // to each model waits for its load.
+  bool lazy_loading = false;
+  OnnxSessionOptions session;
+  TextServableOptions text;
+  TensorServableOptions tensor;
+};
+
+class InferenceService final : public InferenceApi {
+ public:
+  // Reads every model folder's configuration (not the models themselves).
+  static Result<std::unique_ptr<InferenceService>> Create(const InferenceServiceOptions& options,
+                                                          MetricsRegistry& metrics,
+                                                          const Clock& clock = SystemClock::Get());
+  ~InferenceService() override;
+
+  // Loads the models that are not lazy, in parallel with nothing else; returns the first
+  // error (the server still starts, and health reports the failed model).
+  Status LoadStartupModels();
+  // Refuses new work, then stops every model's worker (draining queued work when asked).
+  void Shutdown(bool drain);
+
+  void Embed(EmbedRequest request, EmbedCallback done) override;
+  void Infer(TensorRequest request, TensorCallback done) override;
+  std::vector<ModelDescription> ListModels() const override;
+  Result<ModelDescription> DescribeModel(const std::string& name) const override;
+  std::string default_model() const override { return default_model_; }
+  bool Ready() const override;
+
+ private:
+  struct Entry {
+    ModelConfig config;
+    mutable std::mutex mutex;
+    ModelState state = ModelState::kUnloaded;
+    std::string error;
+    std::shared_ptr<TextEmbeddingServable> text;
+    std::shared_ptr<TensorServable> tensor;
+    std::vector<std::function<void(const Status&)>> waiters;  // Run when a load ends.
+  };
+
+  InferenceService(const InferenceServiceOptions& options, MetricsRegistry& metrics,
+                   const Clock& clock);
+  Entry* Find(const std::string& name) const;
+  // Runs `then` once the model is ready (now, or when its load finishes), or with the error.
+  void WithModel(Entry* entry, std::function<void(const Status&)> then);
+  Status LoadEntry(Entry* entry);
+  ModelDescription DescribeEntry(const Entry& entry) const;
+
+  const InferenceServiceOptions options_;
+  MetricsRegistry& metrics_registry_;
+  ServableMetricFamilies metric_families_;
+  const Clock& clock_;
+  std::map<std::string, std::unique_ptr<Entry>> entries_;  // By name; fixed after Create().
+  std::string default_model_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> startup_loaded_{false};
+  std::mutex loaders_mutex_;
+  std::vector<std::thread> loaders_;  // Lazy-load threads, joined at shutdown.
+};
+
+}  // namespace tailcut

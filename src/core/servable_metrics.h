@@ -1,0 +1,45 @@
+// Servable metrics: the series every served model reports, declared once per registry
+// (ServableMetricFamilies, owned by the inference service) and instantiated per model with
+// label model="<name>", so all models expose the same series.
+//
+// Thread-safety: the referenced metrics are atomic; ForModel() is safe from any thread.
+#pragma once
+
+#include <string>
+
+#include "obs/metrics.h"
+
+namespace tailcut {
+
+// One model's metrics; pointers stay valid for the registry's lifetime.
+struct ServableMetrics {
+  Histogram* queue_seconds;
+  Histogram* batch_seconds;
+  Histogram* infer_seconds;
+  Histogram* tokenize_seconds;
+  Histogram* batch_size;
+  Histogram* batch_padded_tokens;
+  Histogram* batch_real_tokens;
+  Counter* batches;
+  Counter* rejected_queue_full;
+  Counter* expired;
+  Counter* input_tokens;
+};
+
+class ServableMetricFamilies {
+ public:
+  explicit ServableMetricFamilies(MetricsRegistry& registry);
+  ServableMetrics ForModel(const std::string& model);
+
+ private:
+  Family<Histogram>& stage_;
+  Family<Histogram>& batch_size_;
+  Family<Histogram>& batch_padded_tokens_;
+  Family<Histogram>& batch_real_tokens_;
+  Family<Counter>& batches_;
+  Family<Counter>& rejected_;
+  Family<Counter>& expired_;
+  Family<Counter>& input_tokens_;
+};
+
+}  // namespace tailcut

@@ -1,0 +1,30 @@
+// StageTimings: where one request's time went, stage by stage, in microseconds. Filled as
+// the request moves through the server and reported in the Server-Timing header and the
+// per-stage latency histograms, so a slow request explains itself.
+//
+// For a request whose inputs ran in several batches, queue/batch/infer are the largest
+// values over its batches: the slowest batch is what the client waited for.
+//
+// Thread-safety: plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tailcut {
+
+struct StageTimings {
+  int64_t parse_micros = 0;      // Reading the JSON body into a request.
+  int64_t tokenize_micros = 0;   // Text to token ids (IO thread).
+  int64_t cache_micros = 0;      // Cache lookups before queueing.
+  int64_t queue_micros = 0;      // Waiting in the batcher's queue.
+  int64_t batch_micros = 0;      // Forming the batch and filling the padded input buffers.
+  int64_t infer_micros = 0;      // The model run of the batch.
+  int64_t serialize_micros = 0;  // Writing the response body.
+  int64_t total_micros = 0;      // From the last request byte read to the response ready.
+
+  // "parse;dur=0.012, tokenize;dur=0.030, ..." in milliseconds (Server-Timing syntax).
+  std::string ToServerTiming() const;
+};
+
+}  // namespace tailcut

@@ -1,0 +1,232 @@
+#include "core/tensor_servable.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace tailcut {
+namespace {
+
+class TensorTask final : public BatchTask {
+ public:
+  TensorTask(TensorRequest request, TensorCallback done, int64_t rows, uint64_t key,
+             int64_t enqueued, int64_t deadline)
+      : request_(std::move(request)),
+        done_(std::move(done)),
+        rows_(rows),
+        key_(key),
+        enqueued_(enqueued),
+        deadline_(deadline) {}
+
+  int64_t rows() const override { return rows_; }
+  int64_t length() const override { return 1; }
+  uint64_t batch_key() const override { return key_; }
+  int64_t enqueue_time_micros() const override { return enqueued_; }
+  int64_t deadline_micros() const override { return deadline_; }
+  void Fail(const Status& status) override { done_(status); }
+
+  TensorRequest& request() { return request_; }
+  void Succeed(TensorResult result) { done_(std::move(result)); }
+
+ private:
+  TensorRequest request_;
+  TensorCallback done_;
+  int64_t rows_;
+  uint64_t key_;
+  int64_t enqueued_;
+  int64_t deadline_;
+};
+
+// Hash of everything but the batch dimension: names, datatypes and the other dimensions,
+// plus the requested outputs. Requests with equal keys can be concatenated.
+uint64_t BatchKey(const TensorRequest& r) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (const auto& t : r.inputs) {
+    XXH3_64bits_update(state, t.name.data(), t.name.size() + 1);
+    const int type = static_cast<int>(t.type);
+    XXH3_64bits_update(state, &type, sizeof(type));
+    XXH3_64bits_update(state, t.shape.data() + 1, (t.shape.size() - 1) * sizeof(int64_t));
+  }
+  for (const auto& o : r.outputs) XXH3_64bits_update(state, o.data(), o.size() + 1);
+  const uint64_t key = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return key;
+}
+
+}  // namespace
+
+TensorServable::TensorServable(const ModelConfig& config, const ServableMetrics& metrics,
+                               const Clock& clock, const TensorServableOptions& options)
+    : config_(config), metrics_(metrics), clock_(clock), options_(options) {}
+
+TensorServable::~TensorServable() {
+  Stop(/*drain=*/false);
+}
+
+Result<std::unique_ptr<TensorServable>> TensorServable::Load(const ModelConfig& config,
+                                                             const OnnxSessionOptions& session,
+                                                             const TensorServableOptions& options,
+                                                             const ServableMetrics& metrics,
+                                                             const Clock& clock) {
+  std::unique_ptr<TensorServable> s(new TensorServable(config, metrics, clock, options));
+  auto loaded = OnnxSession::Load(config.file_path, session);
+  if (!loaded.ok()) return loaded.status();
+  s->session_ = std::move(loaded).value();
+
+  bool batchable = true;
+  for (const auto* specs : {&s->session_->inputs(), &s->session_->outputs()}) {
+    for (const auto& spec : *specs) {
+      if (spec.shape.empty() || spec.shape[0] >= 0) batchable = false;
+    }
+  }
+  s->batchable_ = batchable;
+  BatchSchedulerOptions scheduler = options.scheduler;
+  if (!batchable) {
+    scheduler.queue.max_batch_size = 1;
+  } else if (config.max_batch_size > 0) {
+    scheduler.queue.max_batch_size =
+        std::min<int64_t>(scheduler.queue.max_batch_size, config.max_batch_size);
+  }
+  scheduler.queue.max_batch_tokens = 0;  // Rows are the cost unit for tensors.
+  TensorServable* self = s.get();
+  s->scheduler_ = std::make_unique<BatchScheduler>(
+      scheduler, [self](Batch&& batch) { self->ProcessBatch(std::move(batch)); }, clock);
+  return s;
+}
+
+void TensorServable::Stop(bool drain) {
+  if (scheduler_) scheduler_->Stop(drain);
+}
+
+void TensorServable::Infer(TensorRequest request, TensorCallback done) {
+  Status valid = session_->ValidateInputs(request.inputs);
+  if (!valid.ok()) return done(valid);
+  for (const auto& name : request.outputs) {
+    if (!session_->FindOutput(name)) {
+      return done(
+          Status::InvalidArgument("model '" + config_.name + "' has no output '" + name + "'"));
+    }
+  }
+  int64_t rows = 1;
+  uint64_t key = 0;
+  if (batchable_) {
+    rows = request.inputs.front().shape[0];
+    for (const auto& t : request.inputs) {
+      if (t.shape[0] != rows) {
+        return done(Status::InvalidArgument(
+            "inputs disagree on the batch dimension (first axis): " + ShapeToString(t.shape) +
+            " vs " + std::to_string(rows) + " rows"));
+      }
+    }
+    if (rows == 0) return done(Status::InvalidArgument("the batch dimension is 0"));
+    key = BatchKey(request);
+  }
+  const int64_t now = clock_.NowMicros();
+  int64_t deadline = request.deadline_micros;
+  if (deadline == 0 && options_.default_timeout_micros > 0) {
+    deadline =
+        (request.received_micros ? request.received_micros : now) + options_.default_timeout_micros;
+  }
+  // As for text: the scheduler fails expired tasks without knowing the model's metrics.
+  TensorCallback counted = [done = std::move(done),
+                            expired = metrics_.expired](Result<TensorResult> r) {
+    if (!r.ok() && r.status().code() == Status::Code::kDeadlineExceeded) expired->Inc();
+    done(std::move(r));
+  };
+  std::vector<std::unique_ptr<BatchTask>> tasks;
+  tasks.push_back(std::make_unique<TensorTask>(std::move(request), std::move(counted), rows, key,
+                                               now, deadline));
+  Status queued = scheduler_->Schedule(tasks);
+  if (!queued.ok()) {
+    if (queued.code() == Status::Code::kResourceExhausted) metrics_.rejected_queue_full->Inc();
+    tasks.front()->Fail(queued);
+  }
+}
+
+void TensorServable::ProcessBatch(Batch&& batch) {
+  const int64_t start = clock_.NowMicros();
+  std::vector<TensorTask*> tasks;
+  for (auto& t : batch.tasks) tasks.push_back(static_cast<TensorTask*>(t.get()));
+  TensorRequest& first = tasks.front()->request();
+
+  // Concatenate along the first axis (only when more than one request shares the batch).
+  std::vector<Tensor> inputs;
+  if (tasks.size() == 1) {
+    inputs = std::move(first.inputs);
+  } else {
+    for (size_t i = 0; i < first.inputs.size(); ++i) {
+      Tensor merged;
+      merged.name = first.inputs[i].name;
+      merged.type = first.inputs[i].type;
+      merged.shape = first.inputs[i].shape;
+      merged.shape[0] = batch.rows;
+      for (TensorTask* t : tasks) {
+        // Inputs are matched by name: requests may list them in any order.
+        for (const auto& in : t->request().inputs) {
+          if (in.name == merged.name) {
+            merged.data.insert(merged.data.end(), in.data.begin(), in.data.end());
+          }
+        }
+      }
+      inputs.push_back(std::move(merged));
+    }
+  }
+  const int64_t infer_start = clock_.NowMicros();
+  auto outputs = session_->Run(inputs, first.outputs);
+  const int64_t infer_end = clock_.NowMicros();
+  metrics_.batches->Inc();
+  metrics_.batch_size->Observe(static_cast<double>(batch.rows));
+  metrics_.infer_seconds->Observe((infer_end - infer_start) / 1e6);
+  metrics_.batch_seconds->Observe((infer_start - start) / 1e6);
+
+  if (!outputs.ok()) {
+    for (TensorTask* t : tasks) t->Fail(outputs.status());
+    return;
+  }
+  int64_t row_offset = 0;
+  for (TensorTask* t : tasks) {
+    const int64_t rows = t->rows();
+    TensorResult result;
+    result.model = config_.name;
+    result.version = session_->file_digest();
+    result.timings = t->request().timings;
+    result.timings.queue_micros = batch.formed_at_micros - t->enqueue_time_micros();
+    result.timings.batch_micros = infer_start - batch.formed_at_micros;
+    result.timings.infer_micros = infer_end - infer_start;
+    metrics_.queue_seconds->Observe(result.timings.queue_micros / 1e6);
+    for (const Tensor& out : *outputs) {
+      if (tasks.size() == 1) {
+        result.outputs.push_back(out);
+        continue;
+      }
+      Tensor part;
+      part.name = out.name;
+      part.type = out.type;
+      part.shape = out.shape;
+      part.shape[0] = rows;
+      const size_t row_bytes = out.data.size() / static_cast<size_t>(batch.rows);
+      part.data.assign(out.data.begin() + row_offset * row_bytes,
+                       out.data.begin() + (row_offset + rows) * row_bytes);
+      result.outputs.push_back(std::move(part));
+    }
+    row_offset += rows;
+    t->Succeed(std::move(result));
+  }
+}
+
+ModelDescription TensorServable::Describe() const {
+  ModelDescription d;
+  d.name = config_.name;
+  d.kind = std::string(ModelKindName(config_.kind));
+  d.state = ModelState::kReady;
+  d.version = session_->file_digest();
+  d.max_batch_size = static_cast<int>(scheduler_->options().queue.max_batch_size);
+  d.inputs = session_->inputs();
+  d.outputs = session_->outputs();
+  d.variants = {"default"};
+  d.active_variant = "default";
+  return d;
+}
+
+}  // namespace tailcut

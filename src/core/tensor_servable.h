@@ -1,0 +1,53 @@
+// TensorServable: any ONNX model served over KServe v2 with JSON tensors. Requests are
+// batched along the first axis when the model leaves it free: requests whose other
+// dimensions and datatypes agree are concatenated, run once, and the outputs split back by
+// rows. Models with a fixed first axis run one request at a time.
+//
+// Thread-safety: Infer() and Describe() are safe from any thread; Stop() once, at shutdown.
+#pragma once
+
+#include <memory>
+
+#include "core/batch_scheduler.h"
+#include "core/inference_api.h"
+#include "core/servable_metrics.h"
+#include "engine/model_config.h"
+#include "engine/onnx_session.h"
+
+namespace tailcut {
+
+struct TensorServableOptions {
+  BatchSchedulerOptions scheduler;
+  // Deadline for requests that bring none; 0 = none.
+  int64_t default_timeout_micros = 30'000'000;
+};
+
+class TensorServable {
+ public:
+  static Result<std::unique_ptr<TensorServable>> Load(const ModelConfig& config,
+                                                      const OnnxSessionOptions& session,
+                                                      const TensorServableOptions& options,
+                                                      const ServableMetrics& metrics,
+                                                      const Clock& clock);
+  ~TensorServable();
+
+  void Infer(TensorRequest request, TensorCallback done);
+  ModelDescription Describe() const;
+  void Stop(bool drain);
+  int64_t queued_rows() const { return scheduler_->queued_rows(); }
+
+ private:
+  TensorServable(const ModelConfig& config, const ServableMetrics& metrics, const Clock& clock,
+                 const TensorServableOptions& options);
+  void ProcessBatch(Batch&& batch);
+
+  const ModelConfig config_;
+  const ServableMetrics metrics_;
+  const Clock& clock_;
+  const TensorServableOptions options_;
+  std::unique_ptr<OnnxSession> session_;
+  bool batchable_ = false;  // Every input and output has a free first axis.
+  std::unique_ptr<BatchScheduler> scheduler_;
+};
+
+}  // namespace tailcut

@@ -1,0 +1,109 @@
+#include "engine/model_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+
+namespace tailcut {
+namespace fs = std::filesystem;
+
+std::string_view ModelKindName(ModelKind kind) {
+  return kind == ModelKind::kTextEmbedding ? "text-embedding" : "tensor";
+}
+
+namespace {
+
+// Reads an optional scalar, turning yaml-cpp's conversion errors into a Status.
+template <typename T>
+Status ReadScalar(const YAML::Node& root, const char* key, const std::string& file, T* out) {
+  const YAML::Node node = root[key];
+  if (!node) return Status::Ok();
+  try {
+    *out = node.as<T>();
+  } catch (const YAML::Exception&) {
+    return Status::InvalidArgument("'" + file + "': key '" + key + "' has an invalid value");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
+  std::error_code ec;
+  const fs::path dir = fs::absolute(dir_arg, ec);
+  if (!fs::is_directory(dir, ec)) {
+    return Status::NotFound("model folder '" + dir_arg + "' does not exist");
+  }
+  ModelConfig config;
+  config.dir = dir.string();
+  config.name = dir.filename().string();
+  config.file_path = (dir / "model.onnx").string();
+
+  const fs::path yaml_path = dir / "model.yaml";
+  if (!fs::exists(yaml_path, ec)) {
+    if (!fs::exists(config.file_path, ec)) {
+      return Status::NotFound("model folder '" + dir_arg +
+                              "' has neither model.yaml nor model.onnx");
+    }
+    return config;  // A bare ONNX file: a tensor model.
+  }
+
+  const std::string file = yaml_path.string();
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("cannot parse '" + file + "': " + e.what());
+  }
+  if (!root.IsMap()) return Status::InvalidArgument("'" + file + "' is not a YAML mapping");
+
+  std::string kind = "tensor", model_file = "model.onnx", tokenizer, pooling = "none";
+  for (Status s :
+       {ReadScalar(root, "name", file, &config.name), ReadScalar(root, "kind", file, &kind),
+        ReadScalar(root, "file", file, &model_file),
+        ReadScalar(root, "tokenizer", file, &tokenizer),
+        ReadScalar(root, "max_sequence_length", file, &config.max_sequence_length),
+        ReadScalar(root, "output", file, &config.output),
+        ReadScalar(root, "pooling", file, &pooling),
+        ReadScalar(root, "normalize", file, &config.normalize),
+        ReadScalar(root, "dimensions", file, &config.dimensions),
+        ReadScalar(root, "max_batch_size", file, &config.max_batch_size)}) {
+    if (!s.ok()) return s;
+  }
+
+  if (kind == "text-embedding") {
+    config.kind = ModelKind::kTextEmbedding;
+  } else if (kind == "tensor") {
+    config.kind = ModelKind::kTensor;
+  } else {
+    return Status::InvalidArgument("'" + file + "': kind '" + kind +
+                                   "' is not one of text-embedding, tensor");
+  }
+  if (pooling == "none") {
+    config.pooling = Pooling::kNone;
+  } else if (pooling == "mean") {
+    config.pooling = Pooling::kMean;
+  } else if (pooling == "cls") {
+    config.pooling = Pooling::kCls;
+  } else {
+    return Status::InvalidArgument("'" + file + "': pooling '" + pooling +
+                                   "' is not one of none, mean, cls");
+  }
+  config.file_path = (dir / model_file).string();
+  if (config.kind == ModelKind::kTextEmbedding) {
+    if (tokenizer.empty()) {
+      return Status::InvalidArgument("'" + file + "': a text-embedding model needs 'tokenizer'");
+    }
+    config.tokenizer_path = (dir / tokenizer).string();
+  }
+  if (config.max_sequence_length < 2) {
+    return Status::InvalidArgument("'" + file + "': max_sequence_length must be at least 2");
+  }
+  if (config.max_batch_size < 1) {
+    return Status::InvalidArgument("'" + file + "': max_batch_size must be at least 1");
+  }
+  if (config.name.empty()) return Status::InvalidArgument("'" + file + "': name is empty");
+  return config;
+}
+
+}  // namespace tailcut

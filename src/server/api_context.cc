@@ -1,0 +1,81 @@
+#include "server/api_context.h"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+
+namespace tailcut {
+
+ApiContext::ApiContext(InferenceApi& api, MetricsRegistry& metrics,
+                       const ApiContextOptions& options, const Clock& clock)
+    : api_(api),
+      registry_(metrics),
+      options_(options),
+      clock_(clock),
+      requests_(metrics.AddCounter("tailcut_requests_total",
+                                   "HTTP requests answered, by route, model and status",
+                                   {"route", "model", "status"})),
+      stage_seconds_(metrics.AddHistogram(
+          "tailcut_request_stage_duration_seconds",
+          "Per-route request stages: parse, serialize, and total (read to response ready)",
+          LatencyBucketsSeconds(), {"route", "stage"})) {
+  for (const auto& d : api_.ListModels()) model_names_.insert(d.name);
+}
+
+std::string ApiContext::ModelLabel(const std::string& model) const {
+  if (model.empty()) return model;
+  if (model == "default") return api_.default_model();
+  return model_names_.count(model) ? model : std::string();
+}
+
+void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
+                        const std::string& model, HttpResponse response, StageTimings timings) {
+  const int64_t now = clock_.NowMicros();
+  timings.total_micros = now - exchange->received_micros();
+  response.headers.emplace_back("Server-Timing", timings.ToServerTiming());
+  const std::string route_s(route);
+  requests_.WithLabels({route_s, ModelLabel(model), std::to_string(response.status)}).Inc();
+  stage_seconds_.WithLabels({route_s, "parse"}).Observe(timings.parse_micros / 1e6);
+  stage_seconds_.WithLabels({route_s, "serialize"}).Observe(timings.serialize_micros / 1e6);
+  stage_seconds_.WithLabels({route_s, "total"}).Observe(timings.total_micros / 1e6);
+  if (options_.slow_request_log_millis > 0 &&
+      timings.total_micros > options_.slow_request_log_millis * 1000) {
+    spdlog::warn("slow request {} {} model={} status={} {}",
+                 std::string(exchange->request().method_string()),
+                 route, model, response.status, timings.ToServerTiming());
+  }
+  exchange->Respond(std::move(response));
+}
+
+void ApiContext::FinishError(const HttpExchangePtr& exchange, std::string_view route,
+                             const std::string& model, const Status& status, ErrorStyle style,
+                             StageTimings timings) {
+  Finish(exchange, route, model, ErrorResponse(status, style), timings);
+}
+
+Result<int64_t> ApiContext::DeadlineFromHeaders(const HttpExchange& exchange) const {
+  const std::string_view v = exchange.header("X-Request-Timeout-Ms");
+  if (v.empty()) return int64_t{0};
+  int64_t millis = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), millis);
+  if (ec != std::errc() || end != v.data() + v.size() || millis <= 0 || millis > 86'400'000) {
+    return Status::InvalidArgument(
+        "header X-Request-Timeout-Ms must be a whole number of milliseconds between 1 and "
+        "86400000");
+  }
+  return exchange.received_micros() + millis * 1000;
+}
+
+void ApiContext::ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request) {
+  const std::string_view v = exchange.header("Cache-Control");
+  if (v.empty()) return;
+  std::string lower(v);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("no-cache") != std::string::npos) request->cache_read = false;
+  if (lower.find("no-store") != std::string::npos) {
+    request->cache_read = false;
+    request->cache_write = false;
+  }
+}
+
+}  // namespace tailcut

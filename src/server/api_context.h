@@ -1,0 +1,65 @@
+// ApiContext: what every protocol front-end shares: the core API it calls, the per-route
+// request metrics, and the one place where a response leaves: Finish() stamps the
+// Server-Timing header, records status and stage latencies, logs slow requests with their
+// stage breakdown, and sends.
+//
+// Thread-safety: all methods are safe from any thread.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "core/inference_api.h"
+#include "obs/metrics.h"
+#include "server/http_errors.h"
+#include "server/http_server.h"
+
+namespace tailcut {
+
+struct ApiContextOptions {
+  // Requests slower than this (total) are logged with their stage breakdown; 0 = never.
+  int64_t slow_request_log_millis = 0;
+};
+
+class ApiContext {
+ public:
+  ApiContext(InferenceApi& api, MetricsRegistry& metrics, const ApiContextOptions& options,
+             const Clock& clock = SystemClock::Get());
+
+  InferenceApi& api() { return api_; }
+  const Clock& clock() const { return clock_; }
+  MetricsRegistry& registry() { return registry_; }
+
+  // Sends `response` for a request to `route` (a pattern such as "/v1/embeddings") on
+  // `model`. `timings` may be partial; total and serialize are completed here.
+  void Finish(const HttpExchangePtr& exchange, std::string_view route, const std::string& model,
+              HttpResponse response, StageTimings timings);
+  // Sends an error for `status` in the route's API style.
+  void FinishError(const HttpExchangePtr& exchange, std::string_view route,
+                   const std::string& model, const Status& status, ErrorStyle style,
+                   StageTimings timings = {});
+
+  // The `model` label for request metrics: a served model's canonical name, or empty.
+  // Requests name models freely, and every distinct label value is a time series held
+  // forever, so names of models that do not exist must not become labels.
+  std::string ModelLabel(const std::string& model) const;
+
+  // Absolute deadline from the X-Request-Timeout-Ms header (0 if absent), or an error for a
+  // malformed value.
+  Result<int64_t> DeadlineFromHeaders(const HttpExchange& exchange) const;
+  // Cache-Control: no-cache (do not read) / no-store (do not write) on the request.
+  static void ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request);
+
+ private:
+  InferenceApi& api_;
+  MetricsRegistry& registry_;
+  const ApiContextOptions options_;
+  const Clock& clock_;
+  Family<Counter>& requests_;
+  Family<Histogram>& stage_seconds_;
+  std::set<std::string, std::less<>> model_names_;  // Fixed once the service exists.
+};
+
+}  // namespace tailcut

@@ -1,0 +1,106 @@
+// HttpServer: the event-driven HTTP/1.1 front door (Boost.Beast over Asio). A small fixed
+// pool of IO threads accepts connections, reads requests with size limits and timeouts, and
+// hands each to one handler. Handlers answer asynchronously through HttpExchange::Respond(),
+// from any thread, so model work never blocks an IO thread: the scheduler's worker answers
+// when the batch is done and the response is written back on the connection's strand.
+//
+// Limits enforced here, before any handler runs: header and body size (431 / 413),
+// header and body read timeouts (slow clients are cut off), idle keep-alive timeout, and a
+// cap on open connections.
+//
+// Thread-safety: Start()/Shutdown() from one controlling thread; HttpExchange::Respond() from
+// any thread; handlers run on IO threads.
+#pragma once
+
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tailcut {
+
+class MetricsRegistry;
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+
+struct HttpResponse {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // Extra headers.
+  bool close_connection = false;
+};
+
+// One request and the promise of its response.
+class HttpExchange {
+ public:
+  virtual ~HttpExchange() = default;
+  virtual const HttpRequest& request() const = 0;
+  // Sends the response; safe from any thread. Only the first call has an effect.
+  virtual void Respond(HttpResponse response) = 0;
+  // Monotonic microseconds when the request's last byte was read.
+  virtual int64_t received_micros() const = 0;
+  virtual std::string_view remote_address() const = 0;
+
+  std::string_view path() const;
+  std::string_view query() const;
+  // A header's value, or empty.
+  std::string_view header(std::string_view name) const;
+  // Path parameters the router extracted ("{name}" segments).
+  std::map<std::string, std::string, std::less<>> params;
+};
+using HttpExchangePtr = std::shared_ptr<HttpExchange>;
+using HttpHandler = std::function<void(const HttpExchangePtr&)>;
+
+struct HttpServerOptions {
+  // Address to bind. Loopback by default: exposing the server is a deliberate choice.
+  std::string host = "127.0.0.1";
+  // TCP port; 0 picks a free one (see HttpServer::port()).
+  uint16_t port = 8080;
+  // IO threads. One handles tens of thousands of small requests per second; more only help
+  // when request parsing or response formatting dominates (very large batches).
+  int io_threads = 1;
+  // Largest request body; larger ones get 413 before the body is read.
+  size_t max_body_bytes = 4 * 1024 * 1024;
+  // Largest request header block; larger ones get 431.
+  size_t max_header_bytes = 16 * 1024;
+  // Time allowed for a request's headers to arrive on a new connection (slowloris guard).
+  int64_t header_timeout_millis = 10'000;
+  // Time allowed for a request body to arrive once its headers are in.
+  int64_t body_timeout_millis = 30'000;
+  // How long a keep-alive connection may sit idle between requests.
+  int64_t idle_timeout_millis = 60'000;
+  // Time allowed to write a response to a slow reader.
+  int64_t write_timeout_millis = 30'000;
+  // Most open connections; further ones are closed at once. Bounds memory and descriptors.
+  int max_connections = 1024;
+};
+
+class HttpServer {
+ public:
+  static std::unique_ptr<HttpServer> Create(const HttpServerOptions& options, HttpHandler handler,
+                                            MetricsRegistry* metrics);
+  virtual ~HttpServer() = default;
+
+  // Binds, listens and starts the IO threads. Errors name the address.
+  virtual Status Start() = 0;
+  // The bound port (after Start()).
+  virtual uint16_t port() const = 0;
+  // Stops accepting; connections close after their in-flight response.
+  virtual void StopAccepting() = 0;
+  // Requests read but not yet answered.
+  virtual int64_t in_flight() const = 0;
+  // Closes everything and joins the IO threads.
+  virtual void Stop() = 0;
+};
+
+}  // namespace tailcut

@@ -1,0 +1,557 @@
+#include "server/kserve_api.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "server/json_body.h"
+
+namespace tailcut {
+
+uint16_t FloatToHalf(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // Inf or NaN.
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // Overflow to Inf.
+  if (abs < 0x38800000u) {  // Subnormal half or zero.
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);
+    uint32_t half = mant >> (shift + 1);
+    const uint32_t rem = mant & ((1u << (shift + 1)) - 1);
+    const uint32_t halfway = 1u << shift;
+    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = ((abs - 0x38000000u) >> 13);
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // Subnormal: normalise.
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+namespace {
+
+// Walks "data" (flat or nested arrays) in row-major order, calling `f` on each leaf. Arrays
+// nested deeper than `max_depth` are an error. Iterative, not recursive: the body is client
+// input, and a few megabytes of "[[[[..." would otherwise overflow the IO thread's stack.
+template <typename F>
+Status ForEachLeaf(const nlohmann::json& root, size_t max_depth, const std::string& where, F&& f) {
+  struct Level {
+    const nlohmann::json* array;
+    size_t next;
+  };
+  std::vector<Level> stack;
+  if (!root.is_array()) return f(root);
+  stack.push_back({&root, 0});
+  while (!stack.empty()) {
+    Level& top = stack.back();
+    if (top.next == top.array->size()) {
+      stack.pop_back();
+      continue;
+    }
+    const nlohmann::json& v = (*top.array)[top.next++];
+    if (!v.is_array()) {
+      Status s = f(v);
+      if (!s.ok()) return s;
+      continue;
+    }
+    if (stack.size() >= max_depth) {
+      return Status::InvalidArgument(where + " is nested deeper than its shape's " +
+                                     std::to_string(max_depth) + " dimensions");
+    }
+    stack.push_back({&v, 0});
+  }
+  return Status::Ok();
+}
+
+// A leaf for an error message: scalars as JSON, containers by type only (a nested object can
+// be arbitrarily deep, and dumping it is recursive).
+std::string LeafText(const nlohmann::json& v) {
+  if (v.is_structured()) return JsonTypeName(v);
+  return JsonTypeName(v) + " " + v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+template <typename T>
+Status AppendInteger(const nlohmann::json& v, const std::string& where, std::vector<std::byte>* out) {
+  bool in_range = false;
+  T t{};
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    in_range = u <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    t = static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    in_range = i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+               (i < 0 || static_cast<uint64_t>(i) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
+    t = static_cast<T>(i);
+  } else {
+    return Status::InvalidArgument(where + " holds " + LeafText(v) +
+                                   " where an integer is expected");
+  }
+  if (!in_range) {
+    return Status::InvalidArgument(where + " holds " + v.dump() + ", out of range for its datatype");
+  }
+  const auto* p = reinterpret_cast<const std::byte*>(&t);
+  out->insert(out->end(), p, p + sizeof(T));
+  return Status::Ok();
+}
+
+template <typename T>
+Status AppendFloat(const nlohmann::json& v, const std::string& where, std::vector<std::byte>* out) {
+  if (!v.is_number()) {
+    return Status::InvalidArgument(where + " holds " + JsonTypeName(v) +
+                                   " where a number is expected");
+  }
+  const T t = static_cast<T>(v.get<double>());
+  const auto* p = reinterpret_cast<const std::byte*>(&t);
+  out->insert(out->end(), p, p + sizeof(T));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index) {
+  const std::string where = "inputs[" + std::to_string(index) + "]";
+  if (!input.is_object()) return Status::InvalidArgument(where + " must be an object");
+  Tensor t;
+  auto name = input.find("name");
+  if (name == input.end() || !name->is_string()) {
+    return Status::InvalidArgument(where + ".name is required and must be a string");
+  }
+  t.name = name->get<std::string>();
+  const std::string tw = "input '" + t.name + "'";
+  auto shape = input.find("shape");
+  if (shape == input.end() || !shape->is_array()) {
+    return Status::InvalidArgument(tw + ": 'shape' is required and must be an array");
+  }
+  for (const auto& d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+      return Status::InvalidArgument(tw + ": 'shape' must hold non-negative integers");
+    }
+    t.shape.push_back(d.get<int64_t>());
+  }
+  auto count = ElementCount(t.shape);
+  if (!count) return Status::InvalidArgument(tw + ": 'shape' overflows");
+  auto dtype = input.find("datatype");
+  if (dtype == input.end() || !dtype->is_string()) {
+    return Status::InvalidArgument(tw + ": 'datatype' is required and must be a string");
+  }
+  const std::string dt = dtype->get<std::string>();
+  auto type = DataTypeFromName(dt);
+  if (!type) {
+    return Status::InvalidArgument(tw + ": datatype '" + dt +
+                                   "' is not one of BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, "
+                                   "FP32, FP64");
+  }
+  t.type = *type;
+  auto data = input.find("data");
+  if (data == input.end() || !data->is_array()) {
+    return Status::InvalidArgument(tw + ": 'data' is required and must be an array");
+  }
+  // Bound the work before converting: a small shape with a huge nested "data" (or the
+  // reverse) is refused by the element count check below anyway, but reserve() must not
+  // trust the declared shape.
+  t.data.reserve(std::min<int64_t>(*count, 1 << 20) * DataTypeSize(t.type));
+  int64_t seen = 0;
+  const std::string vw = tw + " data";
+  const size_t max_depth = std::max<size_t>(1, t.shape.size());
+  Status s = ForEachLeaf(*data, max_depth, vw, [&](const nlohmann::json& v) -> Status {
+    if (++seen > *count) return Status::Ok();  // Counted, reported below.
+    switch (t.type) {
+      case DataType::kBool:
+        if (!v.is_boolean()) {
+          return Status::InvalidArgument(vw + " holds " + JsonTypeName(v) +
+                                         " where a boolean is expected");
+        }
+        t.data.push_back(static_cast<std::byte>(v.get<bool>() ? 1 : 0));
+        return Status::Ok();
+      case DataType::kUint8: return AppendInteger<uint8_t>(v, vw, &t.data);
+      case DataType::kInt8: return AppendInteger<int8_t>(v, vw, &t.data);
+      case DataType::kInt16: return AppendInteger<int16_t>(v, vw, &t.data);
+      case DataType::kInt32: return AppendInteger<int32_t>(v, vw, &t.data);
+      case DataType::kInt64: return AppendInteger<int64_t>(v, vw, &t.data);
+      case DataType::kFp32: return AppendFloat<float>(v, vw, &t.data);
+      case DataType::kFp64: return AppendFloat<double>(v, vw, &t.data);
+      case DataType::kFp16: {
+        if (!v.is_number()) {
+          return Status::InvalidArgument(vw + " holds " + JsonTypeName(v) +
+                                         " where a number is expected");
+        }
+        const uint16_t h = FloatToHalf(static_cast<float>(v.get<double>()));
+        const auto* p = reinterpret_cast<const std::byte*>(&h);
+        t.data.insert(t.data.end(), p, p + 2);
+        return Status::Ok();
+      }
+    }
+    return Status::Internal("unhandled datatype");
+  });
+  if (!s.ok()) return s;
+  if (seen != *count) {
+    return Status::InvalidArgument(tw + ": 'data' has " + std::to_string(seen) +
+                                   " elements but shape " + ShapeToString(t.shape) + " needs " +
+                                   std::to_string(*count));
+  }
+  return t;
+}
+
+void AppendKServeTensor(const Tensor& t, std::string* out) {
+  *out += "{\"name\":";
+  AppendJsonString(t.name, out);
+  *out += ",\"datatype\":\"" + std::string(DataTypeName(t.type)) + "\",\"shape\":[";
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) *out += ',';
+    *out += std::to_string(t.shape[i]);
+  }
+  *out += "],\"data\":";
+  const size_t n = t.data.size() / DataTypeSize(t.type);
+  auto each = [&](auto&& write_one) {
+    *out += '[';
+    for (size_t i = 0; i < n; ++i) {
+      if (i) *out += ',';
+      write_one(i);
+    }
+    *out += ']';
+  };
+  switch (t.type) {
+    case DataType::kFp32:
+      AppendFloatArray(std::span<const float>(t.As<float>(), n), out);
+      break;
+    case DataType::kFp16: {
+      std::vector<float> f(n);
+      for (size_t i = 0; i < n; ++i) f[i] = HalfToFloat(t.As<uint16_t>()[i]);
+      AppendFloatArray(f, out);
+      break;
+    }
+    case DataType::kFp64:
+      each([&](size_t i) {
+        const double v = t.As<double>()[i];
+        *out += std::isfinite(v) ? nlohmann::json(v).dump() : "0";
+      });
+      break;
+    case DataType::kBool: each([&](size_t i) { *out += t.As<uint8_t>()[i] ? "true" : "false"; }); break;
+    case DataType::kUint8: each([&](size_t i) { *out += std::to_string(t.As<uint8_t>()[i]); }); break;
+    case DataType::kInt8: each([&](size_t i) { *out += std::to_string(t.As<int8_t>()[i]); }); break;
+    case DataType::kInt16: each([&](size_t i) { *out += std::to_string(t.As<int16_t>()[i]); }); break;
+    case DataType::kInt32: each([&](size_t i) { *out += std::to_string(t.As<int32_t>()[i]); }); break;
+    case DataType::kInt64: each([&](size_t i) { *out += std::to_string(t.As<int64_t>()[i]); }); break;
+  }
+  *out += '}';
+}
+
+namespace {
+
+constexpr std::string_view kInferRoute = "/v2/models/{name}/infer";
+
+nlohmann::json SpecsJson(const std::vector<TensorSpec>& specs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : specs) {
+    out.push_back({{"name", s.name}, {"datatype", DataTypeName(s.type)}, {"shape", s.shape}});
+  }
+  return out;
+}
+
+// Checks the "shape" of a BYTES input of `texts` texts.
+Status CheckTextShape(const nlohmann::json& input, size_t texts) {
+  const std::string name =
+      input.contains("name") && input["name"].is_string() ? input["name"].get<std::string>() : "";
+  const std::string tw = "input '" + name + "'";
+  auto shape = input.find("shape");
+  if (shape == input.end() || !shape->is_array()) {
+    return Status::InvalidArgument(tw + ": 'shape' is required and must be an array");
+  }
+  std::vector<int64_t> dims;
+  for (const auto& d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+      return Status::InvalidArgument(tw + ": 'shape' must hold non-negative integers");
+    }
+    dims.push_back(d.get<int64_t>());
+  }
+  auto count = ElementCount(dims);
+  if (!count) return Status::InvalidArgument(tw + ": 'shape' overflows");
+  if (static_cast<uint64_t>(*count) != texts) {
+    return Status::InvalidArgument(tw + ": 'data' has " + std::to_string(texts) +
+                                   " elements but shape " + ShapeToString(dims) + " needs " +
+                                   std::to_string(*count));
+  }
+  return Status::Ok();
+}
+
+// Text models over KServe: one BYTES input of texts -> "embedding" FP32 [n, dim].
+void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann::json& body,
+               const std::string& model, const std::string& id, StageTimings timings,
+               int64_t deadline) {
+  const auto& inputs = body["inputs"];
+  if (inputs.size() != 1) {
+    return ctx.FinishError(exchange, kInferRoute, model,
+                           Status::InvalidArgument("a text-embedding model takes exactly one "
+                                                   "input: a BYTES tensor of texts"),
+                           ErrorStyle::kKServe, timings);
+  }
+  const auto& in = inputs[0];
+  // Look "datatype" up by hand: json::value() throws (and would end the process) when the
+  // client sent a non-string there.
+  const auto datatype = in.is_object() ? in.find("datatype") : in.end();
+  if (!in.is_object() || datatype == in.end() || !datatype->is_string() ||
+      datatype->get_ref<const std::string&>() != "BYTES") {
+    return ctx.FinishError(exchange, kInferRoute, model,
+                           Status::InvalidArgument("inputs[0] of a text-embedding model must have "
+                                                   "datatype BYTES (texts)"),
+                           ErrorStyle::kKServe, timings);
+  }
+  EmbedRequest req;
+  req.model = model;
+  auto texts = ReadStringOrStringArray(in, "data");
+  if (!texts.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, texts.status(), ErrorStyle::kKServe,
+                           timings);
+  }
+  req.inputs = std::move(texts).value();
+  // "shape" is required by the protocol and must describe "data" (e.g. [n] or [n, 1]); a
+  // mismatch means the client built a different request than it meant to.
+  Status shape = CheckTextShape(in, req.inputs.size());
+  if (!shape.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, shape, ErrorStyle::kKServe, timings);
+  }
+  if (auto params = body.find("parameters"); params != body.end() && params->is_object()) {
+    auto normalize = ReadOptionalBool(*params, "normalize");
+    auto truncate = ReadOptionalBool(*params, "truncate");
+    auto precision = ReadOptionalString(*params, "precision");
+    for (const Status& s : {normalize.status(), truncate.status(), precision.status()}) {
+      if (!s.ok()) return ctx.FinishError(exchange, kInferRoute, model, s, ErrorStyle::kKServe, timings);
+    }
+    req.normalize = *normalize;
+    req.truncate = truncate->value_or(true);
+    req.precision = precision->value_or("");
+  }
+  req.timings = timings;
+  req.received_micros = exchange->received_micros();
+  req.deadline_micros = deadline;
+  ApiContext::ApplyCacheControl(*exchange, &req);
+  ctx.api().Embed(std::move(req), [&ctx, exchange, model, id](Result<EmbedResult> r) {
+    if (!r.ok()) {
+      return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
+    }
+    const int64_t start = ctx.clock().NowMicros();
+    Tensor out;
+    out.name = "embedding";
+    out.type = DataType::kFp32;
+    out.shape = {static_cast<int64_t>(r->token_counts.size()), r->dimensions};
+    out.data.resize(r->embeddings.size() * sizeof(float));
+    std::memcpy(out.data.data(), r->embeddings.data(), out.data.size());
+    HttpResponse res;
+    res.body = "{\"model_name\":";
+    AppendJsonString(r->model, &res.body);
+    res.body += ",\"model_version\":\"1\"";
+    if (!id.empty()) {
+      res.body += ",\"id\":";
+      AppendJsonString(id, &res.body);
+    }
+    res.body += ",\"outputs\":[";
+    AppendKServeTensor(out, &res.body);
+    res.body += "]}";
+    StageTimings t = r->timings;
+    t.serialize_micros = ctx.clock().NowMicros() - start;
+    ctx.Finish(exchange, kInferRoute, r->model, std::move(res), t);
+  });
+}
+
+void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
+  const int64_t parse_start = ctx.clock().NowMicros();
+  const std::string model = exchange->params["name"];
+  auto described = ctx.api().DescribeModel(model);
+  if (!described.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, described.status(), ErrorStyle::kKServe);
+  }
+  auto body = ParseJsonObject(exchange->request().body());
+  if (!body.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, body.status(), ErrorStyle::kKServe);
+  }
+  auto inputs = body->find("inputs");
+  if (inputs == body->end() || !inputs->is_array() || inputs->empty()) {
+    return ctx.FinishError(exchange, kInferRoute, model,
+                           Status::InvalidArgument("field 'inputs' is required and must be a "
+                                                   "non-empty array"),
+                           ErrorStyle::kKServe);
+  }
+  std::string id;
+  if (auto it = body->find("id"); it != body->end()) {
+    if (!it->is_string()) {
+      return ctx.FinishError(exchange, kInferRoute, model,
+                             Status::InvalidArgument("field 'id' must be a string"),
+                             ErrorStyle::kKServe);
+    }
+    id = it->get<std::string>();
+  }
+  auto deadline = ctx.DeadlineFromHeaders(*exchange);
+  if (!deadline.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, deadline.status(), ErrorStyle::kKServe);
+  }
+  int64_t deadline_micros = *deadline;
+  // Triton's request parameter: timeout in microseconds.
+  if (auto params = body->find("parameters"); params != body->end()) {
+    if (!params->is_object()) {
+      return ctx.FinishError(exchange, kInferRoute, model,
+                             Status::InvalidArgument("field 'parameters' must be an object"),
+                             ErrorStyle::kKServe);
+    }
+    auto timeout = ReadOptionalInt(*params, "timeout");
+    if (!timeout.ok() || (timeout->has_value() && **timeout <= 0)) {
+      return ctx.FinishError(
+          exchange, kInferRoute, model,
+          Status::InvalidArgument("parameters.timeout must be a positive integer (microseconds)"),
+          ErrorStyle::kKServe);
+    }
+    if (timeout->has_value()) deadline_micros = exchange->received_micros() + **timeout;
+  }
+  StageTimings timings;
+  if (described->kind == "text-embedding") {
+    timings.parse_micros = ctx.clock().NowMicros() - parse_start;
+    return InferText(ctx, exchange, *body, described->name, id, timings, deadline_micros);
+  }
+
+  TensorRequest req;
+  req.model = described->name;
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    auto t = ParseKServeTensor((*inputs)[i], i);
+    if (!t.ok()) {
+      return ctx.FinishError(exchange, kInferRoute, model, t.status(), ErrorStyle::kKServe);
+    }
+    req.inputs.push_back(std::move(t).value());
+  }
+  if (auto outputs = body->find("outputs"); outputs != body->end()) {
+    if (!outputs->is_array()) {
+      return ctx.FinishError(exchange, kInferRoute, model,
+                             Status::InvalidArgument("field 'outputs' must be an array"),
+                             ErrorStyle::kKServe);
+    }
+    for (const auto& o : *outputs) {
+      if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
+        return ctx.FinishError(exchange, kInferRoute, model,
+                               Status::InvalidArgument("each of 'outputs' needs a string 'name'"),
+                               ErrorStyle::kKServe);
+      }
+      req.outputs.push_back(o["name"].get<std::string>());
+    }
+  }
+  req.received_micros = exchange->received_micros();
+  req.deadline_micros = deadline_micros;
+  req.timings.parse_micros = ctx.clock().NowMicros() - parse_start;
+  ctx.api().Infer(std::move(req), [&ctx, exchange, model, id](Result<TensorResult> r) {
+    if (!r.ok()) {
+      return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
+    }
+    const int64_t start = ctx.clock().NowMicros();
+    HttpResponse res;
+    res.body = "{\"model_name\":";
+    AppendJsonString(r->model, &res.body);
+    res.body += ",\"model_version\":\"1\"";
+    if (!id.empty()) {
+      res.body += ",\"id\":";
+      AppendJsonString(id, &res.body);
+    }
+    res.body += ",\"outputs\":[";
+    for (size_t i = 0; i < r->outputs.size(); ++i) {
+      if (i) res.body += ',';
+      AppendKServeTensor(r->outputs[i], &res.body);
+    }
+    res.body += "]}";
+    StageTimings t = r->timings;
+    t.serialize_micros = ctx.clock().NowMicros() - start;
+    ctx.Finish(exchange, kInferRoute, r->model, std::move(res), t);
+  });
+}
+
+}  // namespace
+
+void AddKServeRoutes(Router& router, ApiContext& ctx) {
+  router.Add("GET", "/v2", [&ctx](const HttpExchangePtr& ex) {
+    HttpResponse res;
+    res.body = nlohmann::json{{"name", "tailcut"}, {"version", TAILCUT_VERSION},
+                              {"extensions", nlohmann::json::array()}}
+                   .dump();
+    ctx.Finish(ex, "/v2", "", std::move(res), {});
+  });
+  router.Add("GET", "/v2/health/live", [&ctx](const HttpExchangePtr& ex) {
+    HttpResponse res;
+    res.body = "{\"live\":true}";
+    ctx.Finish(ex, "/v2/health/live", "", std::move(res), {});
+  });
+  router.Add("GET", "/v2/health/ready", [&ctx](const HttpExchangePtr& ex) {
+    HttpResponse res;
+    const bool ready = ctx.api().Ready();
+    res.status = ready ? 200 : 503;
+    res.body = ready ? "{\"ready\":true}" : "{\"ready\":false,\"error\":\"not ready\"}";
+    ctx.Finish(ex, "/v2/health/ready", "", std::move(res), {});
+  });
+  router.Add("GET", "/v2/models/{name}", [&ctx](const HttpExchangePtr& ex) {
+    const std::string name = ex->params["name"];
+    auto d = ctx.api().DescribeModel(name);
+    if (!d.ok()) {
+      return ctx.FinishError(ex, "/v2/models/{name}", name, d.status(), ErrorStyle::kKServe);
+    }
+    nlohmann::json j = {{"name", d->name},
+                        {"versions", {"1"}},
+                        {"platform", "onnxruntime_onnx"},
+                        {"kind", d->kind},
+                        {"state", ModelStateName(d->state)},
+                        {"inputs", SpecsJson(d->inputs)},
+                        {"outputs", SpecsJson(d->outputs)},
+                        {"max_batch_size", d->max_batch_size},
+                        {"variants", d->variants},
+                        {"active_variant", d->active_variant},
+                        {"file_digest", d->version}};
+    if (!d->error.empty()) j["error"] = d->error;
+    if (d->kind == "text-embedding") {
+      j["dimensions"] = d->dimensions;
+      j["max_sequence_length"] = d->max_sequence_length;
+    }
+    HttpResponse res;
+    res.body = j.dump();
+    ctx.Finish(ex, "/v2/models/{name}", d->name, std::move(res), {});
+  });
+  router.Add("GET", "/v2/models/{name}/ready", [&ctx](const HttpExchangePtr& ex) {
+    const std::string name = ex->params["name"];
+    auto d = ctx.api().DescribeModel(name);
+    if (!d.ok()) {
+      return ctx.FinishError(ex, "/v2/models/{name}/ready", name, d.status(), ErrorStyle::kKServe);
+    }
+    HttpResponse res;
+    const bool ready = d->state == ModelState::kReady;
+    res.status = ready ? 200 : 503;
+    res.body = nlohmann::json{{"name", d->name}, {"ready", ready}}.dump();
+    ctx.Finish(ex, "/v2/models/{name}/ready", d->name, std::move(res), {});
+  });
+  router.Add("POST", std::string(kInferRoute),
+             [&ctx](const HttpExchangePtr& ex) { HandleInfer(ctx, ex); });
+}
+
+}  // namespace tailcut

@@ -1,0 +1,31 @@
+// KServe v2 / Triton-compatible routes (JSON over HTTP):
+//   GET  /v2, /v2/health/live, /v2/health/ready
+//   GET  /v2/models/{name}, /v2/models/{name}/ready
+//   POST /v2/models/{name}/infer
+// Any ONNX model in the repository is served with typed JSON tensors ("data" flat or
+// nested, checked against "shape" and "datatype"). A text-embedding model also answers
+// here: one BYTES input of texts gives an FP32 [n, dim] output named "embedding".
+//
+// Thread-safety: as for the OpenAI routes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_context.h"
+#include "server/router.h"
+
+namespace tailcut {
+
+void AddKServeRoutes(Router& router, ApiContext& context);
+
+// Exposed for tests and fuzzing: converts one KServe JSON input tensor to a Tensor, or
+// an error naming the tensor and the problem.
+Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index);
+// Appends `t` as a KServe output tensor object.
+void AppendKServeTensor(const Tensor& t, std::string* out);
+
+// IEEE half <-> float, round to nearest even.
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+
+}  // namespace tailcut

@@ -1,0 +1,31 @@
+// Paths the engine tests read: the default model (TAILCUT_MODEL_DIR overrides) and
+// committed test data.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace tailcut::testing {
+
+inline std::string ModelDir() {
+  if (const char* env = std::getenv("TAILCUT_MODEL_DIR"); env && *env) return env;
+  return std::string(TAILCUT_MODELS_DIR) + "/all-MiniLM-L6-v2";
+}
+
+inline std::string SourcePath(const std::string& relative) {
+  return std::string(TAILCUT_SOURCE_DIR) + "/" + relative;
+}
+
+// A fresh empty folder under the system temp folder.
+inline std::filesystem::path TempDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("tailcut-test-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace tailcut::testing

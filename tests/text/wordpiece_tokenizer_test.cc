@@ -1,0 +1,257 @@
+#include "text/wordpiece_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "test_util.h"
+
+namespace tailcut {
+namespace {
+
+using ::tailcut::testing::TempFile;
+using ::tailcut::testing::TinyTokenizerJson;
+using Ids = std::vector<int64_t>;
+
+class TinyTokenizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const TempFile file(TinyTokenizerJson().Render());
+    auto tokenizer = WordPieceTokenizer::FromTokenizerJson(file.path(), 16);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+    tokenizer_ = std::move(tokenizer).value();
+  }
+
+  Ids Encode(std::string_view text, int max_length = 0) {
+    EncodeOptions options;
+    options.max_length_tokens = max_length;
+    auto encoding = tokenizer_->Encode(text, options);
+    EXPECT_TRUE(encoding.ok()) << encoding.status().ToString();
+    return encoding.ok() ? encoding->ids : Ids{};
+  }
+
+  std::unique_ptr<WordPieceTokenizer> tokenizer_;
+};
+
+TEST_F(TinyTokenizerTest, EncodesWithSpecialTokens) {
+  EXPECT_EQ(Encode("Hello, World!"), (Ids{2, 5, 13, 6, 7, 3}));
+  EXPECT_EQ(Encode("  Caf\u00E9\t"), (Ids{2, 14, 3}));
+  EXPECT_EQ(Encode("unaffable"), (Ids{2, 8, 9, 10, 3}));
+  EXPECT_EQ(Encode("\u4E2D\u4E2D"), (Ids{2, 15, 15, 3}));
+  EXPECT_EQ(Encode(""), (Ids{2, 3}));
+  EXPECT_EQ(Encode(" \n\t "), (Ids{2, 3}));
+  EXPECT_EQ(Encode("zzz"), (Ids{2, 1, 3}));
+}
+
+TEST_F(TinyTokenizerTest, LiteralSpecialTokensInTextAreMatchedBeforeNormalisation) {
+  EXPECT_EQ(Encode("[SEP]"), (Ids{2, 3, 3}));
+  EXPECT_EQ(Encode("hello[MASK]world"), (Ids{2, 5, 4, 6, 3}));
+  // Case-sensitive: lowercase text is ordinary punctuation and words.
+  EXPECT_EQ(Encode("[sep]"), (Ids{2, 16, 18, 17, 3}));
+  EXPECT_EQ(Encode("[Sep]"), (Ids{2, 16, 18, 17, 3}));
+}
+
+TEST_F(TinyTokenizerTest, InvalidUtf8IsReplacedThenDropped) {
+  EXPECT_EQ(Encode("hel\xFFlo"), (Ids{2, 5, 3}));
+  EXPECT_EQ(Encode("hello\xE2\x82"), (Ids{2, 5, 3}));
+  EXPECT_EQ(Encode("\xC0\xAF"), (Ids{2, 3}));
+  // A broken special token is not a special token.
+  EXPECT_EQ(Encode("[SE\x80P]"), (Ids{2, 16, 18, 17, 3}));
+}
+
+TEST_F(TinyTokenizerTest, TruncatesToTheLimit) {
+  EncodeOptions options;
+  options.max_length_tokens = 5;
+  auto encoding = tokenizer_->Encode("hello world hello world", options);
+  ASSERT_TRUE(encoding.ok());
+  EXPECT_EQ(encoding->ids, (Ids{2, 5, 6, 5, 3}));
+  EXPECT_TRUE(encoding->truncated);
+
+  // Exactly at the limit is not truncation.
+  encoding = tokenizer_->Encode("hello world hello", options);
+  ASSERT_TRUE(encoding.ok());
+  EXPECT_EQ(encoding->ids, (Ids{2, 5, 6, 5, 3}));
+  EXPECT_FALSE(encoding->truncated);
+
+  // Truncation cuts inside a word's pieces, as HF does.
+  encoding = tokenizer_->Encode("hello hello unaffable", options);
+  ASSERT_TRUE(encoding.ok());
+  EXPECT_EQ(encoding->ids, (Ids{2, 5, 5, 8, 3}));
+  EXPECT_TRUE(encoding->truncated);
+}
+
+TEST_F(TinyTokenizerTest, WithoutTruncationTooLongIsPayloadTooLarge) {
+  EncodeOptions options;
+  options.max_length_tokens = 5;
+  options.truncate = false;
+  const auto encoding = tokenizer_->Encode("hello world hello world", options);
+  ASSERT_FALSE(encoding.ok());
+  EXPECT_EQ(encoding.status().code(), Status::Code::kPayloadTooLarge);
+  EXPECT_NE(encoding.status().message().find("6 tokens"), std::string::npos)
+      << encoding.status().message();
+  EXPECT_NE(encoding.status().message().find("limit of 5"), std::string::npos);
+  EXPECT_TRUE(tokenizer_->Encode("hello world hello", options).ok());
+}
+
+TEST_F(TinyTokenizerTest, LimitOptions) {
+  EXPECT_EQ(tokenizer_->max_length(), 16);
+  // 0 means the model maximum; larger values are clamped to it.
+  const std::string long_text(100, '!');
+  EXPECT_EQ(Encode(long_text).size(), 16u);
+  EXPECT_EQ(Encode(long_text, 1000).size(), 16u);
+  // Room for the special tokens only.
+  EXPECT_EQ(Encode(long_text, 2), (Ids{2, 3}));
+  EncodeOptions options;
+  options.max_length_tokens = 1;
+  EXPECT_EQ(tokenizer_->Encode("x", options).status().code(), Status::Code::kInvalidArgument);
+  options.max_length_tokens = -1;
+  EXPECT_EQ(tokenizer_->Encode("x", options).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(TinyTokenizerTest, LongInputsAreCountedExactlyAcrossChunks) {
+  // ~40 KB, non-ASCII, so several chunks through the general path.
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "hello caf\u00E9 World! ";
+  EncodeOptions options;
+  options.truncate = false;
+  const auto encoding = tokenizer_->Encode(text, options);
+  ASSERT_FALSE(encoding.ok());
+  EXPECT_NE(encoding.status().message().find("8002 tokens"), std::string::npos)
+      << encoding.status().message();
+  const Ids ids = Encode(text);
+  ASSERT_EQ(ids.size(), 16u);
+  EXPECT_EQ(ids[1], 5);
+  EXPECT_EQ(ids[5], 5);
+}
+
+TEST_F(TinyTokenizerTest, Accessors) {
+  EXPECT_EQ(tokenizer_->pad_id(), 0);
+  EXPECT_EQ(tokenizer_->vocab_size(), 19u);
+  EXPECT_EQ(tokenizer_->num_special_tokens(), 2u);
+  EXPECT_EQ(tokenizer_->TokenToId("[MASK]"), 4);
+  EXPECT_EQ(tokenizer_->TokenToId("##aff"), 9);
+  EXPECT_EQ(tokenizer_->TokenToId("nope"), -1);
+}
+
+TEST(WordPieceTokenizerTest, MaxLengthMustLeaveRoomForText) {
+  const TempFile file(TinyTokenizerJson().Render());
+  const auto tokenizer = WordPieceTokenizer::FromTokenizerJson(file.path(), 2);
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_EQ(tokenizer.status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(WordPieceTokenizerTest, FromVocabTxt) {
+  const TempFile file("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n##s \nworld\n", ".txt");
+  auto tokenizer = WordPieceTokenizer::FromVocabTxt(file.path());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  const auto encoding = (*tokenizer)->Encode("Hellos [MASK] WORLD?", {});
+  ASSERT_TRUE(encoding.ok());
+  EXPECT_EQ(encoding->ids, (Ids{2, 5, 6, 4, 7, 1, 3}));
+  EXPECT_EQ((*tokenizer)->max_length(), 256);
+
+  const TempFile bad("hello\n", ".txt");
+  EXPECT_FALSE(WordPieceTokenizer::FromVocabTxt(bad.path()).ok());
+  EXPECT_EQ(WordPieceTokenizer::FromVocabTxt("/nonexistent/vocab.txt").status().code(),
+            Status::Code::kNotFound);
+}
+
+// --- The real all-MiniLM-L6-v2 tokenizer. ---------------------------------------------------
+
+class RealModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = ::tailcut::testing::ModelTokenizerJson();
+    if (!std::filesystem::exists(path)) {
+      GTEST_SKIP() << "model tokenizer not found at " << path
+                   << " (set TAILCUT_MODEL_DIR to the all-MiniLM-L6-v2 folder)";
+    }
+    auto tokenizer = WordPieceTokenizer::FromTokenizerJson(path);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+    tokenizer_ = std::move(tokenizer).value();
+  }
+
+  Ids Encode(std::string_view text) {
+    auto encoding = tokenizer_->Encode(text, {});
+    EXPECT_TRUE(encoding.ok());
+    return encoding.ok() ? encoding->ids : Ids{};
+  }
+
+  std::unique_ptr<WordPieceTokenizer> tokenizer_;
+};
+
+// Expected ids from Hugging Face tokenizers (Tokenizer.from_file(...).encode(text).ids).
+TEST_F(RealModelTest, MatchesHuggingFace) {
+  EXPECT_EQ(tokenizer_->vocab_size(), 30522u);
+  EXPECT_EQ(tokenizer_->pad_id(), 0);
+  EXPECT_EQ(tokenizer_->max_length(), 256);
+  EXPECT_EQ(Encode("Hello, World!"), (Ids{101, 7592, 1010, 2088, 999, 102}));
+  EXPECT_EQ(Encode("[SEP]x"), (Ids{101, 102, 1060, 102}));
+  EXPECT_EQ(Encode("[sep]"), (Ids{101, 1031, 19802, 1033, 102}));
+  EXPECT_EQ(Encode("x[MASK]y"), (Ids{101, 1060, 103, 1061, 102}));
+  EXPECT_EQ(Encode("a\vb"), (Ids{101, 11113, 102}));
+  EXPECT_EQ(Encode("\u0391\u03A3"), (Ids{101, 1155, 29733, 102}));
+  EXPECT_EQ(Encode("\u0130stanbul"), (Ids{101, 9960, 102}));
+  EXPECT_EQ(Encode("\uD55C\uAD6D\uC5B4"),
+            (Ids{101, 1469, 30006, 30021, 29991, 30014, 30020, 29999, 30008, 102}));
+  EXPECT_EQ(Encode("x\u200Bx"), (Ids{101, 22038, 102}));
+  EXPECT_EQ(Encode(std::string(101, 'a')), (Ids{101, 100, 102}));
+  EXPECT_EQ(Encode(std::string(100, 'a')).size(), 52u);
+}
+
+TEST_F(RealModelTest, TruncatesTo256) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "word ";
+  const auto encoding = tokenizer_->Encode(text, {});
+  ASSERT_TRUE(encoding.ok());
+  EXPECT_EQ(encoding->ids.size(), 256u);
+  EXPECT_TRUE(encoding->truncated);
+  EXPECT_EQ(encoding->ids.front(), 101);
+  EXPECT_EQ(encoding->ids.back(), 102);
+  EncodeOptions strict;
+  strict.truncate = false;
+  const auto error = tokenizer_->Encode(text, strict);
+  ASSERT_FALSE(error.ok());
+  EXPECT_NE(error.status().message().find("302 tokens"), std::string::npos)
+      << error.status().message();
+}
+
+TEST_F(RealModelTest, VocabTxtGivesTheSameIds) {
+  const std::string vocab = ::tailcut::testing::ModelDir() + "/vocab.txt";
+  if (!std::filesystem::exists(vocab)) GTEST_SKIP() << "no vocab.txt beside tokenizer.json";
+  auto from_txt = WordPieceTokenizer::FromVocabTxt(vocab);
+  ASSERT_TRUE(from_txt.ok()) << from_txt.status().ToString();
+  for (const char* text : {"Hello, World!", "x[MASK]y [sep] [SEP]", "Caf\u00E9 \u4E2D\u6587 \uD55C",
+                           "unaffable pneumonoultramicroscopic"}) {
+    const auto a = (*from_txt)->Encode(text, {});
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->ids, Encode(text)) << text;
+  }
+}
+
+TEST_F(RealModelTest, ConcurrentEncodesAgreeWithSequentialOnes) {
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i) {
+    texts.push_back("Question " + std::to_string(i) + ": why is caf\u00E9 \u4E2D\u6587 " +
+                    std::string(static_cast<size_t>(i % 7), '!') + " so popular?");
+  }
+  std::vector<Ids> expected;
+  for (const auto& t : texts) expected.push_back(Encode(t));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const auto encoding = tokenizer_->Encode(texts[i], {});
+          if (!encoding.ok() || encoding->ids != expected[i]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace tailcut
