@@ -90,11 +90,28 @@ int RunServe(ServerConfigLoader& loader) {
   sigwait(&signals, &signal_number);
   spdlog::info("{} received: draining (grace {} ms)",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", config.shutdown_grace_millis);
+  // Not ready at once (load balancers stop sending), every answer closes its connection,
+  // and for a short delay new connections are still served: a client that raced with the
+  // signal gets an answer instead of a refused connection.
+  (*service)->BeginDrain();
+  server->CloseConnectionsAfterResponses();
+  std::this_thread::sleep_for(std::chrono::milliseconds(
+      std::min(config.shutdown_delay_millis, config.shutdown_grace_millis)));
   server->StopAccepting();
   const auto give_up =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config.shutdown_grace_millis);
-  while (server->in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Done when nothing has been in flight for a short quiet period: a client that sent on a
+  // kept-alive connection just before the signal gets its answer (with Connection: close).
+  constexpr auto kQuiet = std::chrono::milliseconds(50);
+  auto idle_since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < give_up) {
+    const auto now = std::chrono::steady_clock::now();
+    if (server->in_flight() > 0) {
+      idle_since = now;
+    } else if (now - idle_since >= kQuiet) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   const int64_t left = server->in_flight();
   (*service)->Shutdown(/*drain=*/false);
@@ -102,9 +119,13 @@ int RunServe(ServerConfigLoader& loader) {
   for (int i = 0; i < 100 && server->in_flight() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  const int64_t dropped = server->in_flight();
   server->Stop();
-  if (left > 0) {
-    spdlog::warn("stopped with {} requests unanswered after the grace period", left);
+  if (dropped > 0) {
+    spdlog::error("stopped with {} requests unanswered", dropped);
+  } else if (left > 0) {
+    spdlog::warn("stopped: {} requests still queued after the grace period were answered 503",
+                 left);
   } else {
     spdlog::info("stopped cleanly");
   }

@@ -206,6 +206,12 @@ std::vector<Setting> BuildSettings() {
                   "How long SIGTERM waits for in-flight requests before closing connections.",
                   [](auto& c) -> auto& { return c.shutdown_grace_millis; })
                   .AtLeast(0));
+  t.push_back(Field(
+                  "server.shutdown_delay_millis",
+                  "After SIGTERM, how long new connections are still served before the listener "
+                  "closes.",
+                  [](auto& c) -> auto& { return c.shutdown_delay_millis; })
+                  .AtLeast(0));
 
   // models: the repository (InferenceServiceOptions).
   t.push_back(Field(
@@ -322,6 +328,191 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.text.max_inputs_per_request; })
                   .AtLeast(1));
 
+  // cache: the embedding cache hierarchy (L1CacheOptions, EmbeddingCacheOptions).
+  t.push_back(Field("cache.enabled",
+                    "Cache embeddings in process (L1); off also disables single-flight.",
+                    [](auto& c) -> auto& { return c.service.cache_enabled; }));
+  t.push_back(Field(
+                  "cache.l1_capacity_bytes", "Bytes the in-process cache may hold.",
+                  [](auto& c) -> auto& { return c.service.l1.capacity_bytes; })
+                  .AtLeast(1));
+  t.push_back(Bind("cache.l1_ttl_seconds", "How long an L1 entry stays valid; 0 = no expiry.",
+                   1'000'000, [](auto& c) -> auto& { return c.service.l1.ttl_micros; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "cache.l1_shards", "Lock stripes of the in-process cache.",
+                  [](auto& c) -> auto& { return c.service.l1.shards; })
+                  .AtLeast(1)
+                  .AtMost(1024));
+  t.push_back(Field("cache.l1_admission_filter",
+                    "W-TinyLFU admission (resists one-hit wonders); false = plain segmented LRU.",
+                    [](auto& c) -> auto& { return c.service.l1.admission_filter; }));
+  t.push_back(Field("cache.single_flight",
+                    "Identical concurrent misses in this process share one computation.",
+                    [](auto& c) -> auto& { return c.service.cache.single_flight; }));
+  t.push_back(Field("cache.distributed_single_flight",
+                    "With Redis: one replica computes a missing key, the others wait for it.",
+                    [](auto& c) -> auto& { return c.service.cache.distributed_single_flight; }));
+  t.push_back(Field(
+                  "cache.lock_ttl_millis",
+                  "Expiry of the cross-replica computation lock (bounds waits on a dead holder).",
+                  [](auto& c) -> auto& { return c.service.cache.lock_ttl_millis; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "cache.remote_wait_millis",
+                  "How long a replica waits for another's computation before computing itself.",
+                  [](auto& c) -> auto& { return c.service.cache.remote_wait_millis; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "cache.remote_poll_millis", "How often a waiting replica polls Redis.",
+                  [](auto& c) -> auto& { return c.service.cache.remote_poll_millis; })
+                  .AtLeast(1));
+
+  // redis: the shared L2 tier (RedisOptions); off unless redis.enabled.
+  t.push_back(Field("redis.enabled", "Use Redis as the shared L2 cache tier.",
+                    [](auto& c) -> auto& { return c.service.redis_enabled; }));
+  t.push_back(Field(
+                  "redis.host", "Redis address.",
+                  [](auto& c) -> auto& { return c.service.redis.host; })
+                  .NonEmpty());
+  t.push_back(Field(
+                  "redis.port", "Redis port.",
+                  [](auto& c) -> auto& { return c.service.redis.port; })
+                  .AtLeast(1)
+                  .AtMost(65535));
+  t.push_back(Field("redis.username", "ACL user; empty = the default user.",
+                    [](auto& c) -> auto& { return c.service.redis.username; }));
+  t.push_back(Field("redis.password",
+                    "Password (AUTH); never logged. Prefer TAILCUT_REDIS_PASSWORD to a flag.",
+                    [](auto& c) -> auto& { return c.service.redis.password; }));
+  t.push_back(Field(
+                  "redis.db", "Logical database (SELECT).",
+                  [](auto& c) -> auto& { return c.service.redis.db; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "redis.key_prefix", "Namespace of every key; one per deployment.",
+                  [](auto& c) -> auto& { return c.service.redis.key_prefix; })
+                  .NonEmpty());
+  t.push_back(Field(
+                  "redis.connect_timeout_millis", "Bound on one connection attempt.",
+                  [](auto& c) -> auto& { return c.service.redis.connect_timeout_millis; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "redis.command_timeout_millis",
+                  "Bound on one command, queueing included; keep it below a batch's latency.",
+                  [](auto& c) -> auto& { return c.service.redis.command_timeout_millis; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "redis.entry_ttl_seconds", "Expiry of embeddings stored in Redis.",
+                  [](auto& c) -> auto& { return c.service.redis.entry_ttl_seconds; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "redis.max_queued_commands",
+                  "Commands waiting for Redis beyond which calls fail at once.",
+                  [](auto& c) -> auto& { return c.service.redis.max_queued_commands; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "redis.breaker_failure_threshold",
+                  "Consecutive failed round trips that open the circuit (Redis bypassed).",
+                  [](auto& c) -> auto& { return c.service.redis.breaker_failure_threshold; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "redis.breaker_open_millis", "How long the circuit stays open before a probe.",
+                  [](auto& c) -> auto& { return c.service.redis.breaker_open_millis; })
+                  .AtLeast(1));
+
+  // precision: which variant serves requests that pin none (PrecisionPolicy).
+  t.push_back(Field(
+                  "precision.mode",
+                  "Variant controller: slo (switch to the fast variant near the SLO), thresholds "
+                  "(rate and memory rule), off.",
+                  [](auto& c) -> auto& { return c.service.text.precision.mode; })
+                  .OneOf({"slo", "thresholds", "off"}));
+  t.push_back(Field(
+                  "precision.accurate_variant",
+                  "Variant (or precision alias) served with headroom.",
+                  [](auto& c) -> auto& { return c.service.text.precision.accurate_variant; })
+                  .NonEmpty());
+  t.push_back(Field(
+                  "precision.fast_variant", "Variant (or precision alias) served under pressure.",
+                  [](auto& c) -> auto& { return c.service.text.precision.fast_variant; })
+                  .NonEmpty());
+  t.push_back(Bind("precision.slo_p99_millis", "The latency objective the slo mode protects.",
+                   1000, [](auto& c) -> auto& { return c.service.text.precision.slo_p99_micros; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "precision.degrade_at_slo_percent",
+                  "slo: switch to the fast variant when P99 reaches this share of the SLO.",
+                  [](auto& c) -> auto& { return c.service.text.precision.degrade_at_slo_percent; })
+                  .AtLeast(1)
+                  .AtMost(1000));
+  t.push_back(Field(
+                  "precision.restore_below_slo_percent",
+                  "slo: return when the accurate variant's predicted P99 is under this share.",
+                  [](auto& c) -> auto& {
+                    return c.service.text.precision.restore_below_slo_percent;
+                  })
+                  .AtLeast(1)
+                  .AtMost(1000));
+  t.push_back(Field(
+                  "precision.degrade_at_utilization_percent",
+                  "slo: switch to the fast variant when the inference worker is this busy.",
+                  [](auto& c) -> auto& {
+                    return c.service.text.precision.degrade_at_utilization_percent;
+                  })
+                  .AtLeast(1)
+                  .AtMost(100));
+  t.push_back(Field(
+                  "precision.restore_below_utilization_percent",
+                  "slo: return when the accurate variant's predicted utilisation is under this.",
+                  [](auto& c) -> auto& {
+                    return c.service.text.precision.restore_below_utilization_percent;
+                  })
+                  .AtLeast(1)
+                  .AtMost(100));
+  t.push_back(Field(
+                  "precision.min_samples", "slo: requests needed before a P99 is trusted.",
+                  [](auto& c) -> auto& { return c.service.text.precision.min_samples; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "precision.fast_at_rate_per_s",
+                  "thresholds: rate (requests/s) at or above which the fast variant may serve.",
+                  [](auto& c) -> auto& { return c.service.text.precision.fast_at_rate_per_s; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "precision.fast_at_memory_used_percent",
+                  "thresholds: memory use above which (with the rate) the fast variant serves.",
+                  [](auto& c) -> auto& {
+                    return c.service.text.precision.fast_at_memory_used_percent;
+                  })
+                  .AtLeast(0)
+                  .AtMost(100));
+  t.push_back(Field(
+                  "precision.accurate_at_rate_per_s",
+                  "thresholds: rate at or below which the accurate variant may return.",
+                  [](auto& c) -> auto& { return c.service.text.precision.accurate_at_rate_per_s; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "precision.accurate_at_memory_free_bytes",
+                  "thresholds: free memory needed (with the rate) to return to the accurate one.",
+                  [](auto& c) -> auto& {
+                    return c.service.text.precision.accurate_at_memory_free_bytes;
+                  })
+                  .AtLeast(0));
+  t.push_back(Bind("precision.min_dwell_millis",
+                   "No switch sooner than this after the previous one (anti-flapping).", 1000,
+                   [](auto& c) -> auto& { return c.service.text.precision.min_dwell_micros; })
+                  .AtLeast(0));
+  t.push_back(Bind("precision.interval_millis", "How often the controller evaluates the load.",
+                   1000, [](auto& c) -> auto& { return c.service.text.precision_interval_micros; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "precision.window_seconds",
+                  "Window over which P99, rate and utilisation are measured.",
+                  [](auto& c) -> auto& { return c.service.text.precision_window_seconds; })
+                  .AtLeast(1)
+                  .AtMost(3600));
+
   // log
   t.push_back(Field(
                   "log.level", "Log threshold.", [](auto& c) -> auto& { return c.log_level; })
@@ -349,6 +540,14 @@ const std::vector<std::pair<std::string, std::string>>& Sections() {
        "do not oversubscribe the cores."},
       {"batching", "Every model's batch queue (text and tensor models alike, except where noted)."},
       {"requests", "Limits and defaults for each request."},
+      {"cache",
+       "The embedding cache in front of every text model: in-process L1, single-flight."},
+      {"redis",
+       "Redis as the shared L2 tier. Optional: without it the server runs on L1 alone. Its "
+       "failures never fail requests: a circuit breaker bypasses it."},
+      {"precision",
+       "Which precision variant serves requests that pin none. The controller only runs for "
+       "models with both the accurate and the fast variant loaded."},
       {"log", "Logging."},
   };
   return sections;
@@ -923,6 +1122,8 @@ std::vector<std::string> ConfigKeys() {
 std::optional<std::string> FormatConfigValue(const ServerConfig& config, std::string_view key) {
   const Setting* s = FindSetting(key);
   if (s == nullptr) return std::nullopt;
+  // Secrets are never printed, not even in an effective-configuration dump.
+  if (key.ends_with("password")) return std::string(s->get(config) == Value(std::string()) ? "" : "***");
   return FormatValue(s->get(config));
 }
 

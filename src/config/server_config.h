@@ -52,6 +52,10 @@ struct ServerConfig {
   // for a queued batch to finish; short enough for an orchestrator's kill timeout (often
   // 30 s) not to strike first.
   int64_t shutdown_grace_millis = 10'000;
+  // After SIGTERM, how long new connections are still accepted (and answered with
+  // Connection: close) before the listener closes: covers clients that sent just as the
+  // signal came and load balancers that take a moment to see the server not ready.
+  int64_t shutdown_delay_millis = 200;
   // Requests slower than this, from arrival to response, are logged with their stage
   // breakdown; 0 = none. Set at the latency SLO so every SLO miss leaves a trace of where its
   // time went. Under overload every request misses, so the log sink must rate-limit.

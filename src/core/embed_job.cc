@@ -3,37 +3,44 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/text_embedding_model.h"
+#include "core/embedding_cache.h"
 
 namespace tailcut {
 
-EmbedJob::EmbedJob(EmbedResult result, size_t pending, bool normalize, EmbedCallback done)
+EmbedJob::EmbedJob(EmbedResult result, EmbedCallback done)
     : result_(std::move(result)),
-      pending_(pending),
-      normalize_(normalize),
+      pending_total_(result_.token_counts.size()),
+      dimensions_(result_.dimensions),
+      pending_(pending_total_),
       done_(std::move(done)) {}
-
-void EmbedJob::SetRow(size_t index, std::span<const float> row) {
-  std::memcpy(result_.embeddings.data() + index * result_.dimensions, row.data(),
-              row.size() * sizeof(float));
-}
 
 void EmbedJob::CompleteItem(size_t index, std::span<const float> row, int64_t queue_micros,
                             int64_t batch_micros, int64_t infer_micros) {
   if (finished()) return;
-  if (on_row_) on_row_(index, row);
-  float* dst = result_.embeddings.data() + index * result_.dimensions;
-  std::memcpy(dst, row.data(), row.size() * sizeof(float));
-  if (normalize_) NormalizeL2(std::span<float>(dst, row.size()));
-  {
+  std::memcpy(result_.embeddings.data() + index * dimensions_, row.data(),
+              std::min<size_t>(row.size(), dimensions_) * sizeof(float));
+  if (queue_micros || batch_micros || infer_micros) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& t = result_.timings;
     t.queue_micros = std::max(t.queue_micros, queue_micros);
     t.batch_micros = std::max(t.batch_micros, batch_micros);
     t.infer_micros = std::max(t.infer_micros, infer_micros);
   }
-  // acq_rel: the last finisher must see every other worker's row writes.
+  // acq_rel: the last finisher must see every other thread's row writes.
   if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
+}
+
+void EmbedJob::CompleteFromCache(size_t index, std::span<const float> row) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++result_.cache_hits;
+  }
+  CompleteItem(index, row);
+}
+
+void EmbedJob::AddCacheMicros(int64_t micros) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  result_.timings.cache_micros = std::max(result_.timings.cache_micros, micros);
 }
 
 void EmbedJob::Fail(const Status& status) {
@@ -41,13 +48,25 @@ void EmbedJob::Fail(const Status& status) {
   done_(status);
 }
 
-void EmbedJob::FinishIfComplete() {
-  if (pending_.load(std::memory_order_acquire) == 0) Finish();
-}
-
 void EmbedJob::Finish() {
   if (finished_.exchange(true, std::memory_order_acq_rel)) return;
-  done_(std::move(result_));
+  EmbedResult result;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result = std::move(result_);
+  }
+  done_(std::move(result));
+}
+
+void EmbedItemTask::Fail(const Status& status) {
+  if (ticket_ && cache_) cache_->OnComputeFailed(*ticket_, status);
+  job_->Fail(status);
+}
+
+void EmbedItemTask::Complete(std::span<const float> row, int64_t queue_micros,
+                             int64_t batch_micros, int64_t infer_micros) {
+  job_->CompleteItem(index_, row, queue_micros, batch_micros, infer_micros);
+  if (ticket_ && cache_) cache_->OnComputed(*ticket_, row);
 }
 
 }  // namespace tailcut

@@ -1,19 +1,24 @@
-// EmbedJob and EmbedItemTask: how one embedding request travels through the batcher. The
-// request becomes an EmbedJob holding the output rows; each of its inputs that must be
-// computed becomes an EmbedItemTask in the model's queue. Items of one request may run in
-// different batches; the job answers its caller when the last item is done, or at the
-// first failure (later completions are then ignored).
+// EmbedJob and EmbedItemTask: how one embedding request travels through the server. The
+// request becomes an EmbedJob holding the output rows; each input is then resolved by the
+// cache (a hit), by another computation of the same input (single-flight), or by the model:
+// those become EmbedItemTasks in the model's batch queue. Inputs of one request may run in
+// different batches; the job answers its caller when the last row is in, or at the first
+// failure (later completions are then ignored).
 //
-// Thread-safety: EmbedJob's methods are safe to call from any thread (batch workers finish
-// items concurrently). An EmbedItemTask is owned by one thread at a time.
+// Thread-safety: EmbedJob's methods are safe to call from any thread (batch workers, the
+// Redis client thread and the IO thread complete rows concurrently). An EmbedItemTask is
+// owned by one thread at a time.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "cache/cache_key.h"
 #include "core/batch_task.h"
 #include "core/inference_api.h"
 
@@ -21,45 +26,63 @@ namespace tailcut {
 
 class EmbedJob {
  public:
-  // `result` carries everything but the rows; `pending` items remain to be computed.
-  EmbedJob(EmbedResult result, size_t pending, bool normalize, EmbedCallback done);
+  // `result` carries everything but the rows; all of its rows are pending.
+  EmbedJob(EmbedResult result, EmbedCallback done);
 
-  // Rows known before queueing (cache hits).
-  void SetRow(size_t index, std::span<const float> row);
-  // A computed row, with the stage times of the batch it ran in. Answers when last.
-  void CompleteItem(size_t index, std::span<const float> row, int64_t queue_micros,
-                    int64_t batch_micros, int64_t infer_micros);
+  // One final row (already normalised as the request asked). Answers when it is the last.
+  // Stage times are those of the batch it ran in (zero for cache hits).
+  void CompleteItem(size_t index, std::span<const float> row, int64_t queue_micros = 0,
+                    int64_t batch_micros = 0, int64_t infer_micros = 0);
+  // Like CompleteItem, and counts the row as served from a cache.
+  void CompleteFromCache(size_t index, std::span<const float> row);
+  // Time spent on cache lookups before queueing (the largest over the request's paths).
+  void AddCacheMicros(int64_t micros);
   // Answers with `status` unless already answered.
   void Fail(const Status& status);
-  // Answers now if nothing is pending (every row came from the cache).
-  void FinishIfComplete();
 
   bool finished() const { return finished_.load(std::memory_order_acquire); }
-  // Called with each computed row, before the answer (e.g. to fill caches).
-  void set_on_row(std::function<void(size_t, std::span<const float>)> f) { on_row_ = std::move(f); }
+  size_t rows() const { return pending_total_; }
+  int dimensions() const { return dimensions_; }
 
  private:
   void Finish();
 
-  std::mutex mutex_;  // Guards result_.timings maxima.
+  std::mutex mutex_;  // Guards result_.timings and cache_hits.
   EmbedResult result_;
+  const size_t pending_total_;
+  const int dimensions_;
   std::atomic<size_t> pending_;
   std::atomic<bool> finished_{false};
-  const bool normalize_;
   EmbedCallback done_;
-  std::function<void(size_t, std::span<const float>)> on_row_;
+};
+
+class EmbeddingCache;
+
+// What a queued item must do for the cache when its row is computed (or cannot be).
+struct CacheTicket {
+  CacheKey key;
+  uint32_t tag = 0;          // The model's id in the shared L1.
+  std::string model;         // For L2 key namespacing.
+  bool write = true;         // Store the row (false for Cache-Control: no-store).
+  bool leader = false;       // Leads a single-flight: must complete it.
+  bool remote_lock = false;  // Holds the cross-replica Redis lock `lock_token`.
+  std::string lock_token;
 };
 
 class EmbedItemTask final : public BatchTask {
  public:
-  EmbedItemTask(std::shared_ptr<EmbedJob> job, size_t index, std::vector<int64_t> ids, int variant,
-                int64_t enqueued_micros, int64_t deadline_micros)
+  EmbedItemTask(std::shared_ptr<EmbedJob> job, size_t index, std::vector<int64_t> ids,
+                int variant, bool normalize, int64_t enqueued_micros, int64_t deadline_micros,
+                std::optional<CacheTicket> ticket, EmbeddingCache* cache)
       : job_(std::move(job)),
         index_(index),
         ids_(std::move(ids)),
         variant_(variant),
+        normalize_(normalize),
         enqueued_(enqueued_micros),
-        deadline_(deadline_micros) {}
+        deadline_(deadline_micros),
+        ticket_(std::move(ticket)),
+        cache_(cache) {}
 
   int64_t rows() const override { return 1; }
   int64_t length() const override { return static_cast<int64_t>(ids_.size()); }
@@ -67,20 +90,28 @@ class EmbedItemTask final : public BatchTask {
   uint64_t batch_key() const override { return static_cast<uint64_t>(variant_); }
   int64_t enqueue_time_micros() const override { return enqueued_; }
   int64_t deadline_micros() const override { return deadline_; }
-  void Fail(const Status& status) override { job_->Fail(status); }
+  void Fail(const Status& status) override;
+
+  // Delivers the computed row: to the job, and to the cache and waiting requests.
+  void Complete(std::span<const float> row, int64_t queue_micros, int64_t batch_micros,
+                int64_t infer_micros);
 
   EmbedJob& job() { return *job_; }
   size_t index() const { return index_; }
   const std::vector<int64_t>& ids() const { return ids_; }
   int variant() const { return variant_; }
+  bool normalize() const { return normalize_; }
 
  private:
   std::shared_ptr<EmbedJob> job_;
   size_t index_;
   std::vector<int64_t> ids_;
   int variant_;
+  bool normalize_;
   int64_t enqueued_;
   int64_t deadline_;
+  std::optional<CacheTicket> ticket_;
+  EmbeddingCache* cache_;
 };
 
 }  // namespace tailcut

@@ -65,6 +65,14 @@ using TensorCallback = std::function<void(Result<TensorResult>)>;
 enum class ModelState { kUnloaded, kLoading, kReady, kFailed };
 std::string_view ModelStateName(ModelState state);
 
+struct VariantDescription {
+  std::string name;
+  std::string precision;
+  bool loaded = false;
+  std::string error;  // Why it failed to load, when it did.
+  std::string file_digest;
+};
+
 struct ModelDescription {
   std::string name;
   std::string kind;  // "text-embedding" | "tensor"
@@ -76,8 +84,11 @@ struct ModelDescription {
   int max_batch_size = 0;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
-  std::vector<std::string> variants;
+  std::vector<std::string> variants;  // Loaded variants' names.
+  std::vector<VariantDescription> variant_details;
   std::string active_variant;
+  std::string precision_policy;  // "off", "slo" or "thresholds".
+  int64_t precision_switches = 0;
 };
 
 class InferenceApi {

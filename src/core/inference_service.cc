@@ -32,6 +32,19 @@ InferenceService::~InferenceService() {
 Result<std::unique_ptr<InferenceService>> InferenceService::Create(
     const InferenceServiceOptions& options, MetricsRegistry& metrics, const Clock& clock) {
   std::unique_ptr<InferenceService> s(new InferenceService(options, metrics, clock));
+  if (options.cache_enabled) {
+    s->l1_ = std::make_unique<L1Cache>(options.l1, clock, &metrics);
+  }
+  if (options.redis_enabled) {
+    s->redis_ = std::make_unique<RedisClient>(options.redis, clock, &metrics);
+    spdlog::info("L2 cache: redis at {}:{} db {} prefix '{}'{}", options.redis.host,
+                 options.redis.port, options.redis.db, options.redis.key_prefix,
+                 options.redis.password.empty() ? "" : " (with password)");
+  }
+  if (s->l1_ || s->redis_) {
+    s->cache_ = std::make_unique<EmbeddingCache>(options.cache, s->l1_.get(), s->redis_.get(),
+                                                 clock, &metrics);
+  }
   std::error_code ec;
   if (!fs::is_directory(options.model_repository, ec)) {
     return Status::NotFound("model repository '" + options.model_repository + "' is not a folder");
@@ -100,7 +113,8 @@ Status InferenceService::LoadEntry(Entry* entry) {
   const ServableMetrics metrics = metric_families_.ForModel(config.name);
   if (config.kind == ModelKind::kTextEmbedding) {
     auto loaded =
-        TextEmbeddingServable::Load(config, options_.session, options_.text, metrics, clock_);
+        TextEmbeddingServable::Load(config, options_.session, options_.text, metrics, cache_.get(),
+                                    clock_);
     if (loaded.ok()) {
       text = std::move(loaded).value();
     } else {
@@ -260,6 +274,29 @@ void InferenceService::Infer(TensorRequest request, TensorCallback done) {
   });
 }
 
+void InferenceService::FlushCache(const std::string& model,
+                                  std::function<void(Result<int64_t>)> done) {
+  Entry* entry = Find(model);
+  if (!entry) return done(Status::NotFound("model '" + model + "' does not exist"));
+  if (!cache_) return done(int64_t{0});
+  cache_->Flush(cache_->TagFor(entry->config.name), entry->config.name, std::move(done));
+}
+
+Status InferenceService::SetActiveVariant(const std::string& model, const std::string& variant) {
+  Entry* entry = Find(model);
+  if (!entry) return Status::NotFound("model '" + model + "' does not exist");
+  std::shared_ptr<TextEmbeddingServable> text;
+  {
+    std::lock_guard<std::mutex> lock(entry->mutex);
+    text = entry->text;
+  }
+  if (!text) {
+    return Status::FailedPrecondition("model '" + entry->config.name +
+                                      "' is not a loaded text-embedding model");
+  }
+  return text->SetActiveVariant(variant);
+}
+
 ModelDescription InferenceService::DescribeEntry(const Entry& entry) const {
   std::lock_guard<std::mutex> lock(entry.mutex);
   ModelDescription d;
@@ -290,7 +327,7 @@ Result<ModelDescription> InferenceService::DescribeModel(const std::string& name
 }
 
 bool InferenceService::Ready() const {
-  if (shutting_down_ || !startup_loaded_) return false;
+  if (shutting_down_ || draining_ || !startup_loaded_) return false;
   if (options_.lazy_loading) return true;
   for (const auto& [name, entry] : entries_) {
     std::lock_guard<std::mutex> lock(entry->mutex);

@@ -33,6 +33,13 @@ struct InferenceServiceOptions {
   OnnxSessionOptions session;
   TextServableOptions text;
   TensorServableOptions tensor;
+  // Embedding cache (core/embedding_cache.h): the in-process L1 tier is on unless
+  // cache_enabled is false; the Redis L2 tier only when redis_enabled is set.
+  bool cache_enabled = true;
+  L1CacheOptions l1;
+  bool redis_enabled = false;
+  RedisOptions redis;
+  EmbeddingCacheOptions cache;
 };
 
 class InferenceService final : public InferenceApi {
@@ -46,10 +53,19 @@ class InferenceService final : public InferenceApi {
   // Loads the models that are not lazy, in parallel with nothing else; returns the first
   // error (the server still starts, and health reports the failed model).
   Status LoadStartupModels();
+  // Marks the service as going away: Ready() turns false so load balancers stop sending,
+  // while requests still arriving on open connections are served.
+  void BeginDrain() { draining_ = true; }
   // Refuses new work, then stops every model's worker (draining queued work when asked).
   void Shutdown(bool drain);
 
   void Embed(EmbedRequest request, EmbedCallback done) override;
+  // Removes a model's cached embeddings from every tier; the count removed.
+  void FlushCache(const std::string& model, std::function<void(Result<int64_t>)> done);
+  // Pins (or, with an empty name, unpins) the variant serving a text model's unpinned
+  // requests.
+  Status SetActiveVariant(const std::string& model, const std::string& variant);
+  EmbeddingCache* cache() const { return cache_.get(); }
   void Infer(TensorRequest request, TensorCallback done) override;
   std::vector<ModelDescription> ListModels() const override;
   Result<ModelDescription> DescribeModel(const std::string& name) const override;
@@ -79,9 +95,14 @@ class InferenceService final : public InferenceApi {
   MetricsRegistry& metrics_registry_;
   ServableMetricFamilies metric_families_;
   const Clock& clock_;
+  // Declared before the entries: servables hold pointers to the cache.
+  std::unique_ptr<L1Cache> l1_;
+  std::unique_ptr<RedisClient> redis_;
+  std::unique_ptr<EmbeddingCache> cache_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // By name; fixed after Create().
   std::string default_model_;
   std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> draining_{false};
   std::atomic<bool> startup_loaded_{false};
   std::mutex loaders_mutex_;
   std::vector<std::thread> loaders_;  // Lazy-load threads, joined at shutdown.

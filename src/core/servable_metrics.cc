@@ -23,7 +23,14 @@ ServableMetricFamilies::ServableMetricFamilies(MetricsRegistry& r)
       expired_(r.AddCounter("tailcut_deadline_exceeded_total",
                             "Requests dropped because their deadline passed", {"model"})),
       input_tokens_(
-          r.AddCounter("tailcut_input_tokens_total", "Tokens of all embedded inputs", {"model"})) {}
+          r.AddCounter("tailcut_input_tokens_total", "Tokens of all embedded inputs", {"model"})),
+      precision_switches_(r.AddCounter("tailcut_precision_switches_total",
+                                       "Switches of the variant serving unpinned requests, by the "
+                                       "variant switched to",
+                                       {"model", "to"})),
+      precision_active_(r.AddGauge("tailcut_precision_active",
+                                   "1 for the variant serving unpinned requests, else 0",
+                                   {"model", "variant"})) {}
 
 ServableMetrics ServableMetricFamilies::ForModel(const std::string& model) {
   ServableMetrics m;
@@ -38,6 +45,9 @@ ServableMetrics ServableMetricFamilies::ForModel(const std::string& model) {
   m.rejected_queue_full = &rejected_.WithLabels({model});
   m.expired = &expired_.WithLabels({model});
   m.input_tokens = &input_tokens_.WithLabels({model});
+  m.model = model;
+  m.precision_switches = &precision_switches_;
+  m.precision_active = &precision_active_;
   return m;
 }
 

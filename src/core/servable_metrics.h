@@ -24,6 +24,11 @@ struct ServableMetrics {
   Counter* rejected_queue_full;
   Counter* expired;
   Counter* input_tokens;
+  // Labelled by model and variant: switches of the active variant ({model, to}) and which
+  // variant is active ({model, variant} = 1 or 0).
+  std::string model;
+  Family<Counter>* precision_switches;
+  Family<Gauge>* precision_active;
 };
 
 class ServableMetricFamilies {
@@ -40,6 +45,8 @@ class ServableMetricFamilies {
   Family<Counter>& rejected_;
   Family<Counter>& expired_;
   Family<Counter>& input_tokens_;
+  Family<Counter>& precision_switches_;
+  Family<Gauge>& precision_active_;
 };
 
 }  // namespace tailcut

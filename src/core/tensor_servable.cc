@@ -54,6 +54,15 @@ uint64_t BatchKey(const TensorRequest& r) {
   return key;
 }
 
+// Whether every output has the batch's rows on its first axis, so that it can be split back
+// among the requests of the batch by position.
+bool SplitsByRow(const std::vector<Tensor>& outputs, int64_t rows) {
+  for (const Tensor& out : outputs) {
+    if (out.shape.empty() || out.shape[0] != rows) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 TensorServable::TensorServable(const ModelConfig& config, const ServableMetrics& metrics,
@@ -182,6 +191,21 @@ void TensorServable::ProcessBatch(Batch&& batch) {
 
   if (!outputs.ok()) {
     for (TensorTask* t : tasks) t->Fail(outputs.status());
+    return;
+  }
+  if (tasks.size() > 1 && !SplitsByRow(*outputs, batch.rows)) {
+    // An output whose free first axis is not the batch (e.g. the detections of the whole
+    // batch, or a concatenation) cannot be split back by position: each request would get
+    // rows of the others. Run the requests one by one instead; their inputs are intact, as
+    // the merged tensors above were copies.
+    for (auto& task : batch.tasks) {
+      Batch alone;
+      alone.rows = task->rows();
+      alone.max_length = task->length();
+      alone.formed_at_micros = batch.formed_at_micros;
+      alone.tasks.push_back(std::move(task));
+      ProcessBatch(std::move(alone));
+    }
     return;
   }
   int64_t row_offset = 0;

@@ -1,7 +1,10 @@
 // TensorServable: any ONNX model served over KServe v2 with JSON tensors. Requests are
 // batched along the first axis when the model leaves it free: requests whose other
 // dimensions and datatypes agree are concatenated, run once, and the outputs split back by
-// rows. Models with a fixed first axis run one request at a time.
+// rows. Models with a fixed first axis run one request at a time, and so does a batch whose
+// outputs turn out not to have the batch's rows on their first axis (they cannot be split).
+// A free first axis is taken to mean independent rows: a model that mixes rows (statistics
+// over the batch) must set max_batch_size: 1 in its model.yaml.
 //
 // Thread-safety: Infer() and Describe() are safe from any thread; Stop() once, at shutdown.
 #pragma once

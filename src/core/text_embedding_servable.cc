@@ -1,5 +1,7 @@
 #include "core/text_embedding_servable.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "core/embed_job.h"
@@ -9,20 +11,69 @@ namespace tailcut {
 TextEmbeddingServable::TextEmbeddingServable(const ModelConfig& config,
                                              const TextServableOptions& options,
                                              const ServableMetrics& metrics, const Clock& clock)
-    : config_(config), options_(options), metrics_(metrics), clock_(clock) {}
+    : config_(config),
+      options_(options),
+      metrics_(metrics),
+      clock_(clock),
+      latency_(options.precision_window_seconds, clock) {}
 
-TextEmbeddingServable::~TextEmbeddingServable() {
-  Stop(/*drain=*/false);
-}
+TextEmbeddingServable::~TextEmbeddingServable() { Stop(/*drain=*/false); }
 
 Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
     const ModelConfig& config, const OnnxSessionOptions& session,
-    const TextServableOptions& options, const ServableMetrics& metrics, const Clock& clock) {
+    const TextServableOptions& options, const ServableMetrics& metrics, EmbeddingCache* cache,
+    const Clock& clock) {
   std::unique_ptr<TextEmbeddingServable> s(
       new TextEmbeddingServable(config, options, metrics, clock));
-  auto model = TextEmbeddingModel::Load(config, session);
-  if (!model.ok()) return model.status();
-  s->variants_.push_back({"fp32", std::move(model).value()});
+  s->cache_ = cache;
+  if (cache) s->cache_tag_ = cache->TagFor(config.name);
+
+  // Every variant loads and warms up now; a broken one is reported, not fatal, as long as
+  // another serves.
+  Status first_error;
+  for (const VariantConfig& vc : config.variants) {
+    auto v = std::make_unique<Variant>();
+    v->config = vc;
+    auto model = TextEmbeddingModel::Load(config, vc.file_path, session);
+    if (model.ok()) {
+      v->model = std::move(model).value();
+    } else {
+      v->error = model.status().message();
+      if (first_error.ok()) first_error = model.status();
+      spdlog::error("model '{}': variant '{}' failed to load: {}", config.name, vc.name, v->error);
+    }
+    s->variants_.push_back(std::move(v));
+  }
+  int active = s->FindVariant(config.default_variant);
+  if (active < 0) {
+    for (size_t i = 0; i < s->variants_.size(); ++i) {
+      if (s->variants_[i]->model) {
+        active = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  if (active < 0) return first_error;
+  if (config.variants[static_cast<size_t>(active)].name != config.default_variant) {
+    spdlog::warn("model '{}': default variant '{}' is unavailable; serving '{}'", config.name,
+                 config.default_variant, config.variants[static_cast<size_t>(active)].name);
+  }
+  s->active_variant_ = active;
+  for (size_t i = 0; i < s->variants_.size(); ++i) {
+    metrics.precision_active->WithLabels({config.name, s->variants_[i]->config.name})
+        .Set(static_cast<int>(i) == active ? 1 : 0);
+  }
+
+  // The controller moves between two loaded variants; without both it stays off.
+  if (options.precision.mode != "off") {
+    s->accurate_variant_ = s->FindVariant(options.precision.accurate_variant);
+    s->fast_variant_ = s->FindVariant(options.precision.fast_variant);
+    if (s->accurate_variant_ >= 0 && s->fast_variant_ >= 0 &&
+        s->accurate_variant_ != s->fast_variant_) {
+      s->controller_ = std::make_unique<PrecisionController>(options.precision, clock);
+      s->SetActive(s->accurate_variant_, "controller start: accurate variant");
+    }
+  }
 
   BatchSchedulerOptions scheduler = options.scheduler;
   if (config.max_batch_size > 0) {
@@ -32,22 +83,105 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
   TextEmbeddingServable* self = s.get();
   s->scheduler_ = std::make_unique<BatchScheduler>(
       scheduler, [self](Batch&& batch) { self->ProcessBatch(std::move(batch)); }, clock);
+  if (s->controller_) {
+    s->controller_thread_ = std::thread([self] { self->ControllerLoop(); });
+  }
   return s;
 }
 
 void TextEmbeddingServable::Stop(bool drain) {
+  {
+    std::lock_guard<std::mutex> lock(controller_mutex_);
+    controller_stop_ = true;
+  }
+  controller_wake_.notify_all();
+  if (controller_thread_.joinable()) controller_thread_.join();
   if (scheduler_) scheduler_->Stop(drain);
 }
 
-Result<int> TextEmbeddingServable::ChooseVariant(const std::string& precision) const {
-  if (precision.empty()) return active_variant_;
+int TextEmbeddingServable::FindVariant(const std::string& key) const {
   for (size_t i = 0; i < variants_.size(); ++i) {
-    if (variants_[i].name == precision) return static_cast<int>(i);
+    if (variants_[i]->model && variants_[i]->config.name == key) return static_cast<int>(i);
   }
+  // A precision alias picks the first loaded variant of that precision (listed best first).
+  for (size_t i = 0; i < variants_.size(); ++i) {
+    if (variants_[i]->model && variants_[i]->config.precision == key) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Result<int> TextEmbeddingServable::ChooseVariant(const std::string& precision) const {
+  if (precision.empty()) return active_variant_.load(std::memory_order_relaxed);
+  const int found = FindVariant(precision);
+  if (found >= 0) return found;
   std::string names;
-  for (const auto& v : variants_) names += (names.empty() ? "" : ", ") + v.name;
+  for (const auto& v : variants_) {
+    if (!v->model) continue;
+    names += (names.empty() ? "" : ", ") + v->config.name + " (" + v->config.precision + ")";
+  }
   return Status::InvalidArgument("model '" + config_.name + "' has no precision variant '" +
                                  precision + "'; available: " + names);
+}
+
+Status TextEmbeddingServable::SetActiveVariant(const std::string& name) {
+  if (name.empty()) {
+    pinned_by_admin_ = false;
+    return Status::Ok();
+  }
+  auto index = ChooseVariant(name);
+  if (!index.ok()) return index.status();
+  pinned_by_admin_ = true;
+  SetActive(*index, "pinned by an administrator");
+  return Status::Ok();
+}
+
+void TextEmbeddingServable::SetActive(int index, const std::string& reason) {
+  const int before = active_variant_.exchange(index);
+  if (before == index) return;
+  const std::string& from = variants_[static_cast<size_t>(before)]->config.name;
+  const std::string& to = variants_[static_cast<size_t>(index)]->config.name;
+  ++switches_;
+  metrics_.precision_switches->WithLabels({config_.name, to}).Inc();
+  metrics_.precision_active->WithLabels({config_.name, from}).Set(0);
+  metrics_.precision_active->WithLabels({config_.name, to}).Set(1);
+  spdlog::info("model '{}': serving variant '{}' instead of '{}' ({})", config_.name, to, from,
+               reason);
+}
+
+void TextEmbeddingServable::ControllerLoop() {
+  int64_t last_busy = busy_micros_.load();
+  int64_t last_tick = clock_.NowMicros();
+  // Utilisation is averaged over the same window as the P99, from one sample per tick.
+  std::unique_lock<std::mutex> lock(controller_mutex_);
+  while (!controller_stop_) {
+    controller_wake_.wait_for(lock, std::chrono::microseconds(options_.precision_interval_micros));
+    if (controller_stop_) break;
+    lock.unlock();
+    ControllerTick(&last_busy, &last_tick);
+    lock.lock();
+  }
+}
+
+void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tick) {
+  const int64_t now = clock_.NowMicros();
+  const int64_t busy = busy_micros_.load();
+  LoadSignals s;
+  const int64_t wall = std::max<int64_t>(1, now - *last_tick);
+  s.utilization = std::min(1.0, static_cast<double>(busy - *last_busy) / static_cast<double>(wall));
+  *last_busy = busy;
+  *last_tick = now;
+  s.request_rate_per_s = latency_.RatePerSecond();
+  s.p99_micros = latency_.PercentileMicros(0.99);
+  s.samples = latency_.Count();
+  ReadSystemMemory(&s.memory_used_fraction, &s.memory_free_bytes);
+  const int64_t accurate = variants_[static_cast<size_t>(accurate_variant_)]->nanos_per_token.load();
+  const int64_t fast = variants_[static_cast<size_t>(fast_variant_)]->nanos_per_token.load();
+  if (accurate > 0 && fast > 0) s.accurate_slowdown = static_cast<double>(accurate) / fast;
+  if (pinned_by_admin_) return;
+  if (controller_->Update(s)) {
+    SetActive(controller_->on_fast() ? fast_variant_ : accurate_variant_,
+              controller_->last_reason());
+  }
 }
 
 void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
@@ -62,7 +196,8 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   }
   auto variant = ChooseVariant(request.precision);
   if (!variant.ok()) return done(variant.status());
-  const TextEmbeddingModel& model = *variants_[*variant].model;
+  const Variant& v = *variants_[static_cast<size_t>(*variant)];
+  const TextEmbeddingModel& model = *v.model;
 
   // Tokenise on the caller's (IO) thread: it is microseconds per text, and the batcher
   // needs the lengths to group inputs.
@@ -72,7 +207,7 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   std::vector<std::vector<int64_t>> ids(n);
   EmbedResult result;
   result.model = config_.name;
-  result.variant = variants_[*variant].name;
+  result.variant = v.config.name;
   result.dimensions = model.dimensions();
   result.token_counts.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -91,40 +226,78 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   result.embeddings.resize(n * static_cast<size_t>(model.dimensions()));
 
   const bool normalize = request.normalize.value_or(config_.normalize);
-  // Requests whose deadline passes in the queue are failed by the scheduler, which does not
-  // know the model's metrics: count them here, once per request.
-  EmbedCallback counted = [done = std::move(done),
-                           expired = metrics_.expired](Result<EmbedResult> r) {
-    if (!r.ok() && r.status().code() == Status::Code::kDeadlineExceeded) expired->Inc();
+  const int64_t received = request.received_micros ? request.received_micros : now;
+  // Record every answered request's latency for the precision controller.
+  EmbedCallback recorded = [this, received, done = std::move(done)](Result<EmbedResult> r) {
+    if (r.ok()) {
+      latency_.Record(clock_.NowMicros() - received);
+    } else if (r.status().code() == Status::Code::kDeadlineExceeded) {
+      metrics_.expired->Inc();
+    }
     done(std::move(r));
   };
-  auto job = std::make_shared<EmbedJob>(std::move(result), n, normalize, std::move(counted));
+  auto job = std::make_shared<EmbedJob>(std::move(result), std::move(recorded));
   int64_t deadline = request.deadline_micros;
   if (deadline == 0 && options_.default_timeout_micros > 0) {
-    deadline =
-        (request.received_micros ? request.received_micros : now) + options_.default_timeout_micros;
+    deadline = received + options_.default_timeout_micros;
   }
+  const int variant_index = *variant;
+  std::vector<EmbeddingCache::Item> items(n);
+  for (size_t i = 0; i < n; ++i) items[i] = {i, std::move(ids[i]), CacheKey{}};
+
+  if (!cache_) {
+    std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>> direct;
+    for (auto& item : items) direct.emplace_back(std::move(item), std::nullopt);
+    Status queued = ScheduleItems(job, variant_index, normalize, deadline, std::move(direct));
+    if (!queued.ok()) job->Fail(queued);
+    return;
+  }
+  // The key covers the exact file of the variant that computes the row and the option that
+  // changes it, so a precision switch or a reload can never be answered from another's entry.
+  const CacheNamespace ns{config_.name, v.config.name, model.session().file_digest(), normalize};
+  for (auto& item : items) item.key = MakeTextCacheKey(ns, item.ids);
+  EmbeddingCache::Request cache_request;
+  cache_request.job = job;
+  cache_request.tag = cache_tag_;
+  cache_request.model = config_.name;
+  cache_request.read = request.cache_read;
+  cache_request.write = request.cache_write;
+  cache_request.schedule = [this, job, variant_index, normalize, deadline](
+                               std::vector<std::pair<EmbeddingCache::Item,
+                                                     std::optional<CacheTicket>>>&& todo) {
+    return ScheduleItems(job, variant_index, normalize, deadline, std::move(todo));
+  };
+  cache_->Resolve(std::move(cache_request), std::move(items));
+}
+
+Status TextEmbeddingServable::ScheduleItems(
+    const std::shared_ptr<EmbedJob>& job, int variant, bool normalize, int64_t deadline,
+    std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>>&& items) {
+  const int64_t now = clock_.NowMicros();
   std::vector<std::unique_ptr<BatchTask>> tasks;
-  tasks.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    tasks.push_back(
-        std::make_unique<EmbedItemTask>(job, i, std::move(ids[i]), *variant, now, deadline));
+  tasks.reserve(items.size());
+  for (auto& [item, ticket] : items) {
+    tasks.push_back(std::make_unique<EmbedItemTask>(job, item.index, std::move(item.ids), variant,
+                                                    normalize, now, deadline, std::move(ticket),
+                                                    cache_));
   }
   Status queued = scheduler_->Schedule(tasks);
-  if (!queued.ok()) {
-    if (queued.code() == Status::Code::kResourceExhausted) metrics_.rejected_queue_full->Inc();
-    job->Fail(queued);
+  if (!queued.ok() && queued.code() == Status::Code::kResourceExhausted) {
+    metrics_.rejected_queue_full->Inc();
   }
+  return queued;
 }
 
 void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
   const int64_t start = clock_.NowMicros();
   auto& first = static_cast<EmbedItemTask&>(*batch.tasks.front());
-  const TextEmbeddingModel& model = *variants_[first.variant()].model;
+  Variant& variant = *variants_[static_cast<size_t>(first.variant())];
+  const TextEmbeddingModel& model = *variant.model;
   const size_t dim = static_cast<size_t>(model.dimensions());
 
   thread_local std::vector<std::span<const int64_t>> spans;
   thread_local std::vector<float> out;
+  thread_local std::vector<float> normalized;
   spans.clear();
   int64_t real_tokens = 0;
   for (const auto& t : batch.tasks) {
@@ -137,13 +310,22 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
   const int64_t infer_start = clock_.NowMicros();
   Status s = model.EmbedBatch(spans, out.data());
   const int64_t infer_end = clock_.NowMicros();
+  const int64_t infer = infer_end - infer_start;
 
+  busy_micros_.fetch_add(infer_end - start, std::memory_order_relaxed);
+  if (s.ok() && batch.padded_tokens() > 0) {
+    // EWMA (weight 1/16) of the variant's cost per padded token, in nanoseconds.
+    const int64_t sample = infer * 1000 / batch.padded_tokens();
+    const int64_t old = variant.nanos_per_token.load(std::memory_order_relaxed);
+    variant.nanos_per_token.store(old == 0 ? sample : old + (sample - old) / 16,
+                                  std::memory_order_relaxed);
+  }
   metrics_.batches->Inc();
   metrics_.batch_size->Observe(static_cast<double>(batch.rows));
   metrics_.batch_padded_tokens->Observe(static_cast<double>(batch.padded_tokens()));
   metrics_.batch_real_tokens->Observe(static_cast<double>(real_tokens));
   metrics_.input_tokens->Inc(static_cast<double>(real_tokens));
-  metrics_.infer_seconds->Observe((infer_end - infer_start) / 1e6);
+  metrics_.infer_seconds->Observe(infer / 1e6);
   metrics_.batch_seconds->Observe((infer_start - start) / 1e6);
 
   for (size_t i = 0; i < batch.tasks.size(); ++i) {
@@ -154,13 +336,19 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
     }
     const int64_t queued = batch.formed_at_micros - item.enqueue_time_micros();
     metrics_.queue_seconds->Observe(queued / 1e6);
-    item.job().CompleteItem(item.index(), std::span<const float>(out.data() + i * dim, dim), queued,
-                            infer_start - batch.formed_at_micros, infer_end - infer_start);
+    std::span<const float> row(out.data() + i * dim, dim);
+    if (item.normalize()) {
+      normalized.assign(row.begin(), row.end());
+      NormalizeL2(normalized);
+      row = normalized;
+    }
+    item.Complete(row, queued, infer_start - batch.formed_at_micros, infer);
   }
 }
 
 ModelDescription TextEmbeddingServable::Describe() const {
-  const TextEmbeddingModel& model = *variants_[active_variant_].model;
+  const Variant& active = *variants_[static_cast<size_t>(active_variant_.load())];
+  const TextEmbeddingModel& model = *active.model;
   ModelDescription d;
   d.name = config_.name;
   d.kind = std::string(ModelKindName(config_.kind));
@@ -171,8 +359,14 @@ ModelDescription TextEmbeddingServable::Describe() const {
   d.max_batch_size = static_cast<int>(scheduler_->options().queue.max_batch_size);
   d.inputs = model.session().inputs();
   d.outputs = model.session().outputs();
-  for (const auto& v : variants_) d.variants.push_back(v.name);
-  d.active_variant = variants_[active_variant_].name;
+  for (const auto& v : variants_) {
+    if (v->model) d.variants.push_back(v->config.name);
+    d.variant_details.push_back({v->config.name, v->config.precision, v->model != nullptr,
+                                 v->error, v->model ? v->model->session().file_digest() : ""});
+  }
+  d.active_variant = active.config.name;
+  d.precision_policy = !controller_ ? "off" : pinned_by_admin_ ? "pinned" : options_.precision.mode;
+  d.precision_switches = switches_.load();
   return d;
 }
 

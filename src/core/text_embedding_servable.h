@@ -1,19 +1,31 @@
 // TextEmbeddingServable: a text-embedding model being served: its precision variants (each a
 // loaded, warmed TextEmbeddingModel sharing the one ONNX Runtime thread pool), its batch
-// queue and worker, and the request path in front of them:
+// queue and worker, the precision controller choosing the variant for requests that pin
+// none, and the request path in front of them:
 //
 //   caller thread: validate -> tokenise -> queue each input as an item   (Embed)
 //   worker thread: form batch -> pad -> run the variant -> fill job rows (ProcessBatch)
+//   controller thread: once per interval, load signals -> maybe switch the active variant
+//
+// Every variant stays loaded and warm, so a switch is a pointer change: no latency spike. A
+// variant whose file fails to load is reported (Describe()) and the others still serve.
 //
 // Thread-safety: Embed() and Describe() are safe from any thread; Stop() once, at shutdown.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/batch_scheduler.h"
+#include "core/embedding_cache.h"
 #include "core/inference_api.h"
+#include "core/latency_window.h"
+#include "core/precision_controller.h"
 #include "core/servable_metrics.h"
 #include "engine/model_config.h"
 #include "engine/text_embedding_model.h"
@@ -27,44 +39,84 @@ struct TextServableOptions {
   int64_t default_timeout_micros = 30'000'000;
   // Most inputs (texts) in one request; more is a 413.
   size_t max_inputs_per_request = 2048;
+  // Which variant serves requests that pin none, under load (see precision_controller.h).
+  PrecisionPolicy precision;
+  // How often the controller looks at the load signals.
+  int64_t precision_interval_micros = 1'000'000;
+  // The window the controller's P99, rate and utilisation are computed over.
+  int precision_window_seconds = 10;
 };
 
 class TextEmbeddingServable {
  public:
+  // `cache` may be null (no caching); it must outlive the servable.
   static Result<std::unique_ptr<TextEmbeddingServable>> Load(const ModelConfig& config,
                                                              const OnnxSessionOptions& session,
                                                              const TextServableOptions& options,
                                                              const ServableMetrics& metrics,
+                                                             EmbeddingCache* cache,
                                                              const Clock& clock);
   ~TextEmbeddingServable();
 
   void Embed(EmbedRequest request, EmbedCallback done);
   ModelDescription Describe() const;
-  // Stops the worker; with drain, queued items still run.
+  // Stops the controller and the worker; with drain, queued items still run.
   void Stop(bool drain);
 
   const ModelConfig& config() const { return config_; }
   int64_t queued_rows() const { return scheduler_->queued_rows(); }
+  // Pins the variant for requests that pin none (admin), disabling the controller until
+  // `name` is empty again. InvalidArgument naming the variants if unknown.
+  Status SetActiveVariant(const std::string& name);
 
  private:
   struct Variant {
-    std::string name;
-    std::unique_ptr<TextEmbeddingModel> model;
+    VariantConfig config;
+    std::unique_ptr<TextEmbeddingModel> model;  // Null when loading failed.
+    std::string error;
+    // Exponentially weighted inference cost, microseconds per padded token (x1000 fixed
+    // point so it fits an atomic integer); 0 until the variant has run.
+    std::atomic<int64_t> nanos_per_token{0};
   };
 
   TextEmbeddingServable(const ModelConfig& config, const TextServableOptions& options,
                         const ServableMetrics& metrics, const Clock& clock);
   void ProcessBatch(Batch&& batch);
+  // Queues items the model must compute (the cache's schedule step).
+  Status ScheduleItems(const std::shared_ptr<EmbedJob>& job, int variant, bool normalize,
+                       int64_t deadline,
+                       std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>>&&
+                           items);
   // Index of the variant a request runs on (the pin, else the active one), or an error
   // naming the available variants.
   Result<int> ChooseVariant(const std::string& precision) const;
+  int FindVariant(const std::string& name_or_precision) const;  // -1 if none loaded.
+  void ControllerLoop();
+  void ControllerTick(int64_t* last_busy, int64_t* last_tick);
+  void SetActive(int index, const std::string& reason);
 
   const ModelConfig config_;
   const TextServableOptions options_;
   const ServableMetrics metrics_;
   const Clock& clock_;
-  std::vector<Variant> variants_;
-  int active_variant_ = 0;
+  EmbeddingCache* cache_ = nullptr;
+  uint32_t cache_tag_ = 0;
+  std::vector<std::unique_ptr<Variant>> variants_;
+  std::atomic<int> active_variant_{0};
+  std::atomic<bool> pinned_by_admin_{false};
+  int accurate_variant_ = -1;  // Controller's two ends; -1 when it has none to move between.
+  int fast_variant_ = -1;
+  std::unique_ptr<PrecisionController> controller_;
+  LatencyWindow latency_;
+  std::atomic<int64_t> busy_micros_{0};  // Worker time spent in batches, ever.
+  std::atomic<int64_t> switches_{0};
+  Family<Counter>* switch_counter_ = nullptr;
+  Family<Gauge>* active_gauge_ = nullptr;
+
+  std::mutex controller_mutex_;
+  std::condition_variable controller_wake_;
+  bool controller_stop_ = false;
+  std::thread controller_thread_;
   std::unique_ptr<BatchScheduler> scheduler_;
 };
 

@@ -45,6 +45,8 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
       return Status::NotFound("model folder '" + dir_arg +
                               "' has neither model.yaml nor model.onnx");
     }
+    config.variants.push_back({"fp32", "fp32", config.file_path});
+    config.default_variant = "fp32";
     return config;  // A bare ONNX file: a tensor model.
   }
 
@@ -99,8 +101,55 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
   if (config.max_sequence_length < 2) {
     return Status::InvalidArgument("'" + file + "': max_sequence_length must be at least 2");
   }
-  if (config.max_batch_size < 1) {
-    return Status::InvalidArgument("'" + file + "': max_batch_size must be at least 1");
+  if (config.max_batch_size < 0) {
+    return Status::InvalidArgument("'" + file + "': max_batch_size must not be negative");
+  }
+  if (const YAML::Node variants = root["variants"]) {
+    if (!variants.IsSequence() || variants.size() == 0) {
+      return Status::InvalidArgument("'" + file + "': variants must be a non-empty list");
+    }
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const YAML::Node v = variants[i];
+      const std::string where = "'" + file + "': variants[" + std::to_string(i) + "]";
+      VariantConfig variant;
+      std::string vfile;
+      if (!v.IsMap()) return Status::InvalidArgument(where + " must be a mapping");
+      for (Status st : {ReadScalar(v, "name", file, &variant.name),
+                        ReadScalar(v, "file", file, &vfile),
+                        ReadScalar(v, "precision", file, &variant.precision)}) {
+        if (!st.ok()) return st;
+      }
+      if (variant.name.empty() || vfile.empty()) {
+        return Status::InvalidArgument(where + " needs 'name' and 'file'");
+      }
+      if (variant.precision != "fp32" && variant.precision != "fp16" &&
+          variant.precision != "int8") {
+        return Status::InvalidArgument(where + ": precision '" + variant.precision +
+                                       "' is not one of fp32, fp16, int8");
+      }
+      for (const auto& other : config.variants) {
+        if (other.name == variant.name) {
+          return Status::InvalidArgument(where + ": the name '" + variant.name + "' is used twice");
+        }
+      }
+      variant.file_path = (dir / vfile).string();
+      config.variants.push_back(std::move(variant));
+    }
+  } else {
+    config.variants.push_back({"fp32", "fp32", config.file_path});
+  }
+  if (Status st = ReadScalar(root, "default_variant", file, &config.default_variant); !st.ok()) {
+    return st;
+  }
+  if (config.default_variant.empty()) config.default_variant = config.variants.front().name;
+  bool found = false;
+  for (const auto& v : config.variants) found = found || v.name == config.default_variant;
+  if (!found) {
+    return Status::InvalidArgument("'" + file + "': default_variant '" + config.default_variant +
+                                   "' is not one of the variants");
+  }
+  for (const auto& v : config.variants) {
+    if (v.name == config.default_variant) config.file_path = v.file_path;
   }
   if (config.name.empty()) return Status::InvalidArgument("'" + file + "': name is empty");
   return config;

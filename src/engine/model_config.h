@@ -12,17 +12,33 @@
 //   normalize: true               # L2-normalise unless the request says otherwise
 //   dimensions: 384
 //   max_batch_size: 64            # the largest batch this model is run with
+//   variants:                     # optional precision variants of the same model; the
+//     - name: fp32                #   first is the default unless default_variant names
+//       file: model.onnx          #   another. `precision` (fp32 | fp16 | int8) is the
+//       precision: fp32           #   alias requests may use; the first variant of a
+//     - name: int8-static         #   precision is the one the alias picks, so list the
+//       file: model.int8-static.onnx  # best first.
+//       precision: int8
+//   default_variant: fp32
 //
 // Thread-safety: plain value types.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace tailcut {
 
 enum class ModelKind { kTextEmbedding, kTensor };
+
+// One precision variant of a model: another ONNX file computing the same function.
+struct VariantConfig {
+  std::string name;       // e.g. "fp32", "int8-static"
+  std::string precision;  // "fp32", "fp16" or "int8": the alias a request may use
+  std::string file_path;  // Absolute.
+};
 enum class Pooling { kNone, kMean, kCls };
 
 struct ModelConfig {
@@ -36,7 +52,10 @@ struct ModelConfig {
   Pooling pooling = Pooling::kNone;
   bool normalize = true;
   int dimensions = 0;  // 0 = read from the model.
-  int max_batch_size = 64;
+  int max_batch_size = 0;  // 0 = the server's batching.max_batch_size.
+  // At least one; without a `variants` list, one "fp32" variant of file_path.
+  std::vector<VariantConfig> variants;
+  std::string default_variant;  // A variant name; empty = the first.
 };
 
 // Reads <dir>/model.yaml (or infers a tensor model from <dir>/model.onnx). Errors name the

@@ -208,13 +208,15 @@ Result<std::vector<std::vector<float>>> TextEmbeddingModel::EmbedTexts(
 Status TextEmbeddingModel::Warmup() const {
   // Shapes around what serving sees: single short queries, and full batches of short and
   // medium texts, so the arena has grown and every kernel has run once.
-  const int max_batch = std::max(1, config_.max_batch_size);
+  const int max_batch = config_.max_batch_size > 0 ? config_.max_batch_size : 32;
   const int max_len = config_.max_sequence_length;
   const std::pair<int, int> shapes[] = {
       {1, 8}, {4, 16}, {std::min(max_batch, 32), 32}, {2, std::min(max_len, 128)}};
   std::vector<float> out;
   for (const auto& [batch, len] : shapes) {
-    std::vector<int64_t> ids(static_cast<size_t>(len), 1000);  // Any in-vocabulary id.
+    // Any ordinary in-vocabulary id (past the special tokens at the start of BERT vocabularies).
+    const int64_t id = std::min<int64_t>(1000, static_cast<int64_t>(tokenizer_->vocab_size()) - 1);
+    std::vector<int64_t> ids(static_cast<size_t>(len), id);
     std::vector<std::span<const int64_t>> seqs(static_cast<size_t>(batch), ids);
     out.resize(static_cast<size_t>(batch) * dimensions_);
     Status s = EmbedBatch(seqs, out.data());

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -142,6 +143,10 @@ class HttpServerImpl final : public HttpServer {
     }
     port_ = acceptor_.local_endpoint().port();
     Accept();
+    // Keeps io_.run() going when nothing is pending: while every connection waits for its
+    // handler's answer (no read posted) and the acceptor is closed by StopAccepting(), the IO
+    // threads would otherwise return, and the answers of a draining shutdown never be sent.
+    work_.emplace(io_.get_executor());
     const int threads = std::max(1, options_.io_threads);
     for (int i = 0; i < threads; ++i) {
       threads_.emplace_back([this] { io_.run(); });
@@ -151,10 +156,24 @@ class HttpServerImpl final : public HttpServer {
 
   uint16_t port() const override { return port_; }
 
+  void CloseConnectionsAfterResponses() override { closing_ = true; }
+
   void StopAccepting() override {
+    closing_ = true;
     accepting_ = false;
     asio::post(acceptor_.get_executor(), [this] {
       beast::error_code ec;
+      acceptor_.cancel(ec);
+      // Connections the kernel already completed are clients that connected before we
+      // stopped and may have sent a request: serve them (their responses close the
+      // connection) rather than reset them with the listening socket.
+      acceptor_.non_blocking(true, ec);
+      for (int taken = 0; taken < options_.max_connections; ++taken) {
+        tcp::socket socket(asio::make_strand(io_));
+        acceptor_.accept(socket, ec);
+        if (ec) break;
+        std::make_shared<HttpSession>(std::move(socket), *this)->Start();
+      }
       acceptor_.close(ec);
     });
   }
@@ -164,6 +183,7 @@ class HttpServerImpl final : public HttpServer {
   void Stop() override {
     if (stopped_.exchange(true)) return;
     StopAccepting();
+    work_.reset();
     io_.stop();
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
@@ -171,7 +191,7 @@ class HttpServerImpl final : public HttpServer {
   }
 
   const HttpServerOptions& options() const { return options_; }
-  bool accepting() const { return accepting_.load(); }
+  bool closing() const { return closing_.load(); }
   ServerMetrics& metrics() { return metrics_; }
   void Handle(const HttpExchangePtr& exchange) { handler_(exchange); }
   void RequestStarted() { in_flight_.fetch_add(1); }
@@ -206,10 +226,12 @@ class HttpServerImpl final : public HttpServer {
   HttpServerOptions options_;
   HttpHandler handler_;
   asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   tcp::acceptor acceptor_;
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   std::atomic<bool> accepting_{true};
+  std::atomic<bool> closing_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int> open_{0};
@@ -348,7 +370,7 @@ void HttpSession::Write(HttpResponse response, bool keep_alive, unsigned version
     res->set(bhttp::field::content_type, response.content_type);
     for (auto& [name, value] : response.headers) res->insert(name, value);
     const bool close =
-        response.close_connection || !keep_alive || !self->server_.accepting();
+        response.close_connection || !keep_alive || self->server_.closing();
     res->keep_alive(!close);
     res->body() = std::move(response.body);
     res->prepare_payload();

@@ -95,7 +95,12 @@ class HttpServer {
   virtual Status Start() = 0;
   // The bound port (after Start()).
   virtual uint16_t port() const = 0;
-  // Stops accepting; connections close after their in-flight response.
+  // From now on every response closes its connection (clients reconnect elsewhere), while
+  // new connections are still accepted: the first step of a graceful shutdown, which lets
+  // clients that raced with the signal be served.
+  virtual void CloseConnectionsAfterResponses() = 0;
+  // Stops accepting (serving connections the kernel already completed); implies
+  // CloseConnectionsAfterResponses().
   virtual void StopAccepting() = 0;
   // Requests read but not yet answered.
   virtual int64_t in_flight() const = 0;

@@ -529,6 +529,21 @@ void AddKServeRoutes(Router& router, ApiContext& ctx) {
                         {"variants", d->variants},
                         {"active_variant", d->active_variant},
                         {"file_digest", d->version}};
+    if (!d->variant_details.empty()) {
+      nlohmann::json details = nlohmann::json::array();
+      for (const auto& v : d->variant_details) {
+        nlohmann::json item = {{"name", v.name},
+                               {"precision", v.precision},
+                               {"loaded", v.loaded},
+                               {"file_digest", v.file_digest}};
+        if (!v.error.empty()) item["error"] = v.error;
+        details.push_back(std::move(item));
+      }
+      j["variant_details"] = std::move(details);
+      j["precision"] = {{"policy", d->precision_policy},
+                        {"active_variant", d->active_variant},
+                        {"switches", d->precision_switches}};
+    }
     if (!d->error.empty()) j["error"] = d->error;
     if (d->kind == "text-embedding") {
       j["dimensions"] = d->dimensions;

@@ -74,18 +74,18 @@ void Router::Dispatch(const HttpExchangePtr& exchange) const {
     }
   }
   if (!allowed.empty()) {
-    HttpResponse res = ErrorResponse(
-        Status(Status::Code::kInvalidArgument,
-               "method " + std::string(method) + " is not allowed on " +
-                   std::string(exchange->path()) + "; allowed: " + allowed),
-        ErrorStyle::kOpenAi, 405);
+    HttpResponse res =
+        ErrorResponse(Status(Status::Code::kInvalidArgument,
+                             "method " + std::string(method) + " is not allowed on " +
+                                 std::string(exchange->path()) + "; allowed: " + allowed),
+                      ErrorStyle::kOpenAi, 405);
     res.headers.emplace_back("Allow", allowed);
     RespondWithTiming(exchange, std::move(res));
     return;
   }
-  RespondWithTiming(exchange, ErrorResponse(
-      Status::NotFound("no route for " + std::string(method) + " " + std::string(exchange->path())),
-      ErrorStyle::kOpenAi));
+  RespondWithTiming(exchange, ErrorResponse(Status::NotFound("no route for " + std::string(method) +
+                                                             " " + std::string(exchange->path())),
+                                            ErrorStyle::kOpenAi));
 }
 
 }  // namespace tailcut

@@ -71,6 +71,7 @@ void HandleEmbed(ApiContext& ctx, const HttpExchangePtr& exchange) {
     StageTimings t = result->timings;
     t.serialize_micros = ctx.clock().NowMicros() - start;
     res.headers.emplace_back("X-Tailcut-Variant", result->variant);
+    res.headers.emplace_back("X-Tailcut-Cache-Hits", std::to_string(result->cache_hits));
     ctx.Finish(exchange, kEmbedRoute, result->model, std::move(res), t);
   });
 }

@@ -43,6 +43,7 @@ def require_file(path: Path, what: str, hint: str) -> Path:
 # the server logs it) and talk to it with real clients. Every server's stdout/stderr goes to a log
 # file; the log's tail is attached to the report of any test that fails while the server runs.
 
+import errno
 import gzip
 import json
 import re
@@ -134,8 +135,18 @@ class TailcutServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")
         self.started_at = time.time()
-        self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT))
+        retry_until = time.monotonic() + 60
+        while True:
+            try:
+                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                             env=env, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT))
+                break
+            except OSError as e:
+                # EACCES / ETXTBSY: a concurrent `cmake --build` is relinking the binary.
+                if e.errno not in (errno.EACCES, errno.ETXTBSY) or time.monotonic() > retry_until:
+                    log.close()
+                    raise
+                time.sleep(0.5)
         log.close()  # The child holds its own descriptor.
         _SERVERS.append(self)
         self.port = self._wait_for_port()
@@ -378,7 +389,8 @@ def qqp_texts() -> list[str]:
 
 @pytest.fixture(scope="session")
 def hf_tokenizer(default_model_dir: Path):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # In the project's venv: a missing package is a broken set-up, not a skip.
+
     tok = tokenizers.Tokenizer.from_file(str(default_model_dir / "tokenizer.json"))
     tok.enable_truncation(MAX_TOKENS)
     tok.no_padding()

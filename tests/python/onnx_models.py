@@ -105,6 +105,26 @@ def fixed_shape(seed: int = 11) -> onnx.ModelProto:
     return _model(graph)
 
 
+def batch_mixing() -> onnx.ModelProto:
+    """FP32 "x" [N,4] -> FP32 "twice" = concat(x, x) [2N,4] (first axis dynamic but not the
+    batch: the rows of requests batched together cannot be split back by position), and
+    FP32 "sum" = x + 1 [N,4]."""
+    one = numpy_helper.from_array(np.ones((1, 4), dtype=np.float32), "one")
+    nodes = [
+        helper.make_node("Concat", ["x", "x"], ["twice"], axis=0),
+        helper.make_node("Add", ["x", "one"], ["sum"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "batch_mixing",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("twice", TensorProto.FLOAT, ["M", 4]),
+         helper.make_tensor_value_info("sum", TensorProto.FLOAT, ["N", 4])],
+        initializer=[one],
+    )
+    return _model(graph)
+
+
 def exact_image_batch(rng: np.random.Generator, n: int) -> np.ndarray:
     """Random pixels that are multiples of 1/64 in [0, 1): exact in float32 and short in JSON,
     so request bodies stay small and the server parses exactly the values the test holds."""

@@ -9,13 +9,13 @@ import re
 import socket
 from dataclasses import dataclass, field
 
-import numpy as np
 import onnx_models
 import pytest
 from conftest import DEFAULT_MODEL_NAME, TailcutServer, cosine_rows, make_model_repository
 
 MAX_BODY = 64 * 1024
 MAX_INPUTS = 8
+HEADER_TIMEOUT_MILLIS = 1000
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,8 @@ def hostile_server(tailcut_bin, default_model_dir, tmp_path_factory):
                                  {"fixed": onnx_models.fixed_shape(),
                                   "mixed": onnx_models.mixed_types()})
     flags = ["--server.max_body_bytes", str(MAX_BODY),
-             "--requests.max_inputs_per_request", str(MAX_INPUTS)]
+             "--requests.max_inputs_per_request", str(MAX_INPUTS),
+             "--server.header_timeout_millis", str(HEADER_TIMEOUT_MILLIS)]
     with TailcutServer(flags, model_repository=repo, name="hostile",
                        log_dir=tmp_path_factory.mktemp("logs")) as s:
         yield s
@@ -301,6 +302,42 @@ def test_head_response_has_no_body_and_keeps_the_connection_usable(hostile_serve
         live, rest = read_response(sock, rest)
         assert live.status == 200 and live.json() == {"live": True}
         assert rest == b""
+
+
+def test_valid_chunked_and_pipelined_requests_are_served(hostile_server):
+    # Positive controls for the framing cases above: a well-formed chunked body works, and
+    # pipelined requests are answered in order on one connection.
+    body = json.dumps({"input": ["chunked", "body"]}).encode()
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7]), body[i:i + 7])
+                       for i in range(0, len(body), 7)) + b"0\r\n\r\n"
+    r = raw_exchange(hostile_server.port, http_request("POST", E, chunked,
+                                                       {"Transfer-Encoding": "chunked"}))
+    assert r.status == 200 and len(r.json()["data"]) == 2
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=30) as sock:
+        sock.sendall(b"GET /v2/models/fixed/ready HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /v2/models/mixed/ready HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /v2/models/nope/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        first, rest = read_response(sock)
+        second, rest = read_response(sock, rest)
+        third, rest = read_response(sock, rest)
+    assert (first.json()["name"], second.json()["name"]) == ("fixed", "mixed")
+    assert third.status == 404
+
+
+def test_slow_headers_are_cut_off(hostile_server):
+    before = metric_value(hostile_server.metrics(), "tailcut_http_timeouts_total")
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=60) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # Never finished.
+        assert sock.recv(1024) == b"", "the server must close a connection whose headers stall"
+    after = metric_value(hostile_server.metrics(), "tailcut_http_timeouts_total")
+    assert after == before + 1
+    assert hostile_server.get("/health").status_code == 200
+
+
+def metric_value(metrics: str, name: str) -> float:
+    m = re.search(rf"^{name} (\S+)$", metrics, re.M)
+    assert m, f"{name} missing"
+    return float(m.group(1))
 
 
 def test_unknown_model_names_are_not_metric_labels(hostile_server):

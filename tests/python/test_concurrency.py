@@ -18,9 +18,11 @@ SAME_COSINE = 0.99999
 
 @pytest.fixture(scope="module")
 def busy_server(tailcut_bin, default_model_dir, tmp_path_factory):
-    # A short batch timeout makes cross-request batches likely even on a fast machine.
+    # A short batch timeout makes cross-request batches likely even on a fast machine. The
+    # cache is off: every request must really be computed, in whatever batch it lands.
     repo = make_model_repository(tmp_path_factory.mktemp("models"))
-    with TailcutServer(["--batch-timeout-micros", "2000"], model_repository=repo,
+    with TailcutServer(["--batch-timeout-micros", "2000", "--cache.enabled=false"],
+                       model_repository=repo,
                        name="concurrency", log_dir=tmp_path_factory.mktemp("logs")) as s:
         yield s
 

@@ -24,6 +24,7 @@ def model_files(tmp_path_factory) -> dict[str, onnx.ModelProto]:
         "imgcls": onnx_models.image_classifier(),
         "mixed": onnx_models.mixed_types(),
         "fixed": onnx_models.fixed_shape(),
+        "mixing": onnx_models.batch_mixing(),
     }
 
 
@@ -117,7 +118,7 @@ def test_unknown_model_is_404(kserve):
 def test_model_listed_by_openai_route(kserve):
     ids = {m["id"]: m["kind"] for m in kserve.get("/v1/models").json()["data"]}
     assert ids == {DEFAULT_MODEL_NAME: "text-embedding", "imgcls": "tensor", "mixed": "tensor",
-                   "fixed": "tensor"}
+                   "fixed": "tensor", "mixing": "tensor"}
 
 
 # --- Inference equals onnxruntime ----------------------------------------------------------------
@@ -318,3 +319,26 @@ def test_deeply_nested_data_is_refused_not_a_crash(kserve):
     assert r.status_code == 400 and "'user' must be a string" in r.text
     assert kserve.alive()
     assert kserve.get("/v2/health/live").status_code == 200
+
+
+def test_outputs_that_do_not_split_by_row_are_not_mixed_across_requests(start_server, repo):
+    # Regression: "twice" = concat(x, x) has a free first axis that is not the batch. Batched
+    # requests were concatenated and the output cut by position, so each request got rows of
+    # the others (and a shape that did not match its data).
+    s = start_server("--max-batch-size", "4", "--batch-timeout-micros", "20000000",
+                     model_repository=repo, name="mixing")
+    results: dict[int, dict] = {}
+
+    def send(i: int) -> None:
+        x = np.full((1, 4), float(i + 1), dtype=np.float32)
+        r = s.post("/v2/models/mixing/infer", {"inputs": [tensor("x", "FP32", x)]})
+        assert r.status_code == 200, r.text
+        results[i] = r.json()
+
+    run_threads(send, 4)  # One batch of 4 forms.
+    for i, body in results.items():
+        x = np.full((1, 4), float(i + 1), dtype=np.float32)
+        np.testing.assert_array_equal(output(body, "twice"), np.concatenate([x, x]))
+        np.testing.assert_array_equal(output(body, "sum"), x + 1)
+    h = histogram(s.metrics(), "tailcut_batch_size", 'model="mixing"')
+    assert h["4"] - h["2"] == 1, f"the four requests were not batched first: {h}"

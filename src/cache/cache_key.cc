@@ -1,0 +1,35 @@
+#include "cache/cache_key.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack: no allocation per key.
+#include <xxhash.h>
+
+#include <cstdio>
+
+namespace tailcut {
+
+std::string CacheKey::ToHex() const {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(high),
+                static_cast<unsigned long long>(low));
+  return buf;
+}
+
+CacheKey MakeTextCacheKey(const CacheNamespace& ns, std::span<const int64_t> token_ids) {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  // Each string is followed by its NUL so that ("ab","c") and ("a","bc") differ.
+  const char kind[] = "text-embedding";
+  XXH3_128bits_update(&state, kind, sizeof(kind));
+  for (const std::string* s : {&ns.model, &ns.variant, &ns.file_digest}) {
+    XXH3_128bits_update(&state, s->c_str(), s->size() + 1);
+  }
+  const unsigned char normalize = ns.normalize ? 1 : 0;
+  XXH3_128bits_update(&state, &normalize, 1);
+  const uint64_t count = token_ids.size();
+  XXH3_128bits_update(&state, &count, sizeof(count));
+  XXH3_128bits_update(&state, token_ids.data(), token_ids.size_bytes());
+  const XXH128_hash_t h = XXH3_128bits_digest(&state);
+  return {h.high64, h.low64};
+}
+
+}  // namespace tailcut

@@ -1,0 +1,337 @@
+#include "core/embedding_cache.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "cache/cached_value.h"
+
+namespace tailcut {
+
+struct EmbeddingCache::Metrics {
+  explicit Metrics(MetricsRegistry& r)
+      : l2(r.AddCounter("tailcut_l2_lookups_total",
+                        "Redis (L2) lookups of embeddings by result (error includes an open "
+                        "circuit; corrupt = a value that failed decoding)",
+                        {"result"})),
+        l2_stores(r.AddCounter("tailcut_l2_stores_total", "Embeddings written to Redis (L2)")
+                      .Get()),
+        flights(r.AddCounter(
+            "tailcut_single_flight_total",
+            "Misses by single-flight outcome: leader (computes), joined (shared an in-process "
+            "computation), remote_hit (shared another replica's), remote_timeout and "
+            "lock_error (computed after all), fallback (leader failed; computed alone)",
+            {"outcome"})),
+        l2_hit(&l2.WithLabels({"hit"})),
+        l2_miss(&l2.WithLabels({"miss"})),
+        l2_error(&l2.WithLabels({"error"})),
+        l2_corrupt(&l2.WithLabels({"corrupt"})),
+        leader(&flights.WithLabels({"leader"})),
+        joined(&flights.WithLabels({"joined"})),
+        remote_hit(&flights.WithLabels({"remote_hit"})),
+        remote_timeout(&flights.WithLabels({"remote_timeout"})),
+        lock_error(&flights.WithLabels({"lock_error"})),
+        fallback(&flights.WithLabels({"fallback"})) {}
+
+  Family<Counter>& l2;
+  Counter& l2_stores;
+  Family<Counter>& flights;
+  Counter *l2_hit, *l2_miss, *l2_error, *l2_corrupt;
+  Counter *leader, *joined, *remote_hit, *remote_timeout, *lock_error, *fallback;
+};
+
+struct EmbeddingCache::Pending {
+  Request request;
+  int64_t start_micros = 0;
+};
+
+namespace {
+
+// Escapes Redis glob characters so a model name matches only itself in SCAN MATCH.
+std::string EscapeGlob(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+EmbeddingCache::EmbeddingCache(const EmbeddingCacheOptions& options, L1Cache* l1, RedisClient* l2,
+                               const Clock& clock, MetricsRegistry* metrics)
+    : options_(options), l1_(l1), l2_(l2), clock_(clock), rng_(std::random_device{}()) {
+  static MetricsRegistry unused_registry;
+  metrics_ = std::make_unique<Metrics>(metrics ? *metrics : unused_registry);
+}
+
+EmbeddingCache::~EmbeddingCache() = default;
+
+uint32_t EmbeddingCache::TagFor(const std::string& model) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < tags_.size(); ++i) {
+    if (tags_[i] == model) return static_cast<uint32_t>(i + 1);
+  }
+  tags_.push_back(model);
+  return static_cast<uint32_t>(tags_.size());
+}
+
+std::string EmbeddingCache::NewToken() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng_()),
+                static_cast<unsigned long long>(rng_()));
+  return buf;
+}
+
+std::string EmbeddingCache::L2Key(const std::string& model, const CacheKey& key) const {
+  return "emb:" + model + ":" + key.ToHex();
+}
+
+std::string EmbeddingCache::LockKey(const std::string& model, const CacheKey& key) const {
+  return "lock:" + model + ":" + key.ToHex();
+}
+
+void EmbeddingCache::Resolve(Request request, std::vector<Item> items) {
+  auto p = std::make_shared<Pending>();
+  p->request = std::move(request);
+  p->start_micros = clock_.NowMicros();
+  const auto& job = p->request.job;
+
+  std::vector<Item> misses;
+  if (p->request.read && l1_) {
+    thread_local std::vector<float> row;
+    for (auto& item : items) {
+      if (l1_->Lookup(item.key, &row) && row.size() == static_cast<size_t>(job->dimensions())) {
+        job->CompleteFromCache(item.index, row);
+      } else {
+        misses.push_back(std::move(item));
+      }
+    }
+  } else {
+    misses = std::move(items);
+  }
+  if (misses.empty()) {
+    job->AddCacheMicros(clock_.NowMicros() - p->start_micros);
+    return;
+  }
+  if (p->request.read && l2_) return LookupL2(std::move(p), std::move(misses));
+  SingleFlightAndSchedule(std::move(p), std::move(misses));
+}
+
+void EmbeddingCache::LookupL2(std::shared_ptr<Pending> p, std::vector<Item> misses) {
+  std::vector<std::string> keys;
+  keys.reserve(misses.size());
+  for (const auto& m : misses) keys.push_back(L2Key(p->request.model, m.key));
+  auto shared = std::make_shared<std::vector<Item>>(std::move(misses));
+  l2_->MultiGet(std::move(keys), [this, p, shared](
+                                     Result<std::vector<std::optional<std::string>>> r) {
+    std::vector<Item> still;
+    if (!r.ok()) {
+      metrics_->l2_error->Inc(static_cast<double>(shared->size()));
+      still = std::move(*shared);
+    } else {
+      const auto& values = *r;
+      const size_t dims = static_cast<size_t>(p->request.job->dimensions());
+      for (size_t i = 0; i < shared->size(); ++i) {
+        Item& item = (*shared)[i];
+        if (i >= values.size() || !values[i]) {
+          metrics_->l2_miss->Inc();
+          still.push_back(std::move(item));
+          continue;
+        }
+        auto row = DecodeEmbedding(*values[i], dims);
+        if (!row.ok()) {
+          // A damaged value is a miss; the recomputed row overwrites it.
+          metrics_->l2_corrupt->Inc();
+          still.push_back(std::move(item));
+          continue;
+        }
+        metrics_->l2_hit->Inc();
+        if (l1_ && p->request.write) l1_->Insert(item.key, p->request.tag, *row);
+        p->request.job->CompleteFromCache(item.index, *row);
+      }
+    }
+    SingleFlightAndSchedule(p, std::move(still));
+  });
+}
+
+void EmbeddingCache::SingleFlightAndSchedule(std::shared_ptr<Pending> p,
+                                             std::vector<Item> misses) {
+  p->request.job->AddCacheMicros(clock_.NowMicros() - p->start_micros);
+  if (misses.empty()) return;
+  const bool write = p->request.write;
+  auto ticket = [&](const Item& item, bool leader) {
+    CacheTicket t;
+    t.key = item.key;
+    t.tag = p->request.tag;
+    t.model = p->request.model;
+    t.write = write;
+    t.leader = leader;
+    return t;
+  };
+  // A request that asked for a fresh result (no-cache) neither joins others nor leads.
+  if (!options_.single_flight || !p->request.read) {
+    std::vector<std::pair<Item, std::optional<CacheTicket>>> direct;
+    for (auto& item : misses) {
+      auto t = ticket(item, false);
+      direct.emplace_back(std::move(item), std::move(t));
+    }
+    return Schedule(p, std::move(direct));
+  }
+
+  std::vector<Item> leaders;
+  for (auto& item : misses) {
+    Item copy = item;
+    auto waiter = [this, p, copy = std::move(copy), t = ticket(item, false)](
+                      const Status& status, std::span<const float> row) mutable {
+      if (status.ok()) {
+        p->request.job->CompleteItem(copy.index, row);
+        return;
+      }
+      // The leader failed (its deadline, say); this request still deserves its own try.
+      metrics_->fallback->Inc();
+      std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
+      one.emplace_back(std::move(copy), std::move(t));
+      Schedule(p, std::move(one));
+    };
+    if (flights_.JoinOrLead(item.key, std::move(waiter))) {
+      metrics_->leader->Inc();
+      leaders.push_back(std::move(item));
+    } else {
+      metrics_->joined->Inc();
+    }
+  }
+  if (leaders.empty()) return;
+  if (l2_ && options_.distributed_single_flight) return LockOrWait(p, std::move(leaders));
+  std::vector<std::pair<Item, std::optional<CacheTicket>>> scheduled;
+  for (auto& item : leaders) {
+    auto t = ticket(item, true);
+    scheduled.emplace_back(std::move(item), std::move(t));
+  }
+  Schedule(p, std::move(scheduled));
+}
+
+void EmbeddingCache::LockOrWait(std::shared_ptr<Pending> p, std::vector<Item> leaders) {
+  for (auto& item : leaders) {
+    std::string token = NewToken();
+    std::string lock_key = LockKey(p->request.model, item.key);
+    auto shared_item = std::make_shared<Item>(std::move(item));
+    l2_->TryLock(std::move(lock_key), token, options_.lock_ttl_millis,
+                 [this, p, shared_item, token](Result<bool> r) {
+                   CacheTicket t;
+                   t.key = shared_item->key;
+                   t.tag = p->request.tag;
+                   t.model = p->request.model;
+                   t.write = p->request.write;
+                   t.leader = true;
+                   if (r.ok() && !*r) {
+                     // Another replica is computing it: wait for its value.
+                     WaitForRemote(p, std::move(*shared_item),
+                                   clock_.NowMicros() + options_.remote_wait_millis * 1000);
+                     return;
+                   }
+                   if (r.ok()) {
+                     t.remote_lock = true;
+                     t.lock_token = token;
+                   } else {
+                     metrics_->lock_error->Inc();
+                   }
+                   std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
+                   one.emplace_back(std::move(*shared_item), std::move(t));
+                   Schedule(p, std::move(one));
+                 });
+  }
+}
+
+void EmbeddingCache::WaitForRemote(std::shared_ptr<Pending> p, Item item, int64_t give_up_micros) {
+  auto shared_item = std::make_shared<Item>(std::move(item));
+  delayed_.RunAfter(options_.remote_poll_millis * 1000, [this, p, shared_item,
+                                                         give_up_micros](bool cancelled) {
+    auto compute_here = [this, p, shared_item] {
+      CacheTicket t;
+      t.key = shared_item->key;
+      t.tag = p->request.tag;
+      t.model = p->request.model;
+      t.write = p->request.write;
+      t.leader = true;
+      std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
+      one.emplace_back(std::move(*shared_item), std::move(t));
+      Schedule(p, std::move(one));
+    };
+    if (cancelled || p->request.job->finished()) {
+      // Shutting down, or the request already failed: release local waiters.
+      const Status s = Status::Unavailable("request abandoned while waiting for another replica");
+      flights_.Complete(shared_item->key, s, {});
+      p->request.job->Fail(s);
+      return;
+    }
+    l2_->Get(L2Key(p->request.model, shared_item->key),
+             [this, p, shared_item, give_up_micros,
+              compute_here](Result<std::optional<std::string>> r) {
+               if (r.ok() && r->has_value()) {
+                 auto row = DecodeEmbedding(**r, static_cast<size_t>(p->request.job->dimensions()));
+                 if (row.ok()) {
+                   metrics_->remote_hit->Inc();
+                   if (l1_ && p->request.write) l1_->Insert(shared_item->key, p->request.tag, *row);
+                   p->request.job->CompleteFromCache(shared_item->index, *row);
+                   flights_.Complete(shared_item->key, Status::Ok(), *row);
+                   return;
+                 }
+               }
+               if (!r.ok() || clock_.NowMicros() >= give_up_micros) {
+                 metrics_->remote_timeout->Inc();
+                 return compute_here();
+               }
+               WaitForRemote(p, std::move(*shared_item), give_up_micros);
+             });
+  });
+}
+
+void EmbeddingCache::Schedule(const std::shared_ptr<Pending>& p,
+                              std::vector<std::pair<Item, std::optional<CacheTicket>>> items) {
+  std::vector<CacheTicket> tickets;
+  for (const auto& [item, t] : items) {
+    if (t) tickets.push_back(*t);
+  }
+  Status s = p->request.schedule(std::move(items));
+  if (s.ok()) return;
+  for (const auto& t : tickets) OnComputeFailed(t, s);
+  p->request.job->Fail(s);
+}
+
+void EmbeddingCache::OnComputed(const CacheTicket& ticket, std::span<const float> row) {
+  if (ticket.write) {
+    if (l1_) l1_->Insert(ticket.key, ticket.tag, row);
+    if (l2_) {
+      metrics_->l2_stores.Inc();
+      l2_->Set(L2Key(ticket.model, ticket.key), EncodeEmbedding(row), 0, nullptr);
+    }
+  }
+  // After the SET on the same connection: a replica that sees the lock gone finds the value.
+  if (ticket.remote_lock && l2_) {
+    l2_->Unlock(LockKey(ticket.model, ticket.key), ticket.lock_token, nullptr);
+  }
+  if (ticket.leader) flights_.Complete(ticket.key, Status::Ok(), row);
+}
+
+void EmbeddingCache::OnComputeFailed(const CacheTicket& ticket, const Status& status) {
+  if (ticket.remote_lock && l2_) {
+    l2_->Unlock(LockKey(ticket.model, ticket.key), ticket.lock_token, nullptr);
+  }
+  if (ticket.leader) flights_.Complete(ticket.key, status, {});
+}
+
+void EmbeddingCache::Flush(uint32_t tag, const std::string& model,
+                           std::function<void(Result<int64_t>)> done) {
+  const int64_t local = l1_ ? static_cast<int64_t>(l1_->EraseTag(tag)) : 0;
+  if (!l2_) return done(local);
+  l2_->DeleteByPattern("emb:" + EscapeGlob(model) + ":*",
+                       [local, done = std::move(done)](Result<int64_t> r) {
+                         if (!r.ok()) return done(r.status());
+                         done(local + *r);
+                       });
+}
+
+}  // namespace tailcut

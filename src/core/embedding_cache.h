@@ -1,0 +1,124 @@
+// EmbeddingCache: the cache hierarchy in front of a text model's batch queue, so that a
+// repeated input costs microseconds and never waits behind the batcher (Triton's order:
+// cache first, queue second). For each input of a request, in order:
+//
+//   1. L1 (in-process, W-TinyLFU) on the calling IO thread;
+//   2. L2 (Redis, optional) with one pipelined MGET for all of the request's L1 misses;
+//   3. single-flight in this process: a miss whose key is already being computed waits for
+//      that computation instead of queueing a second one;
+//   4. with Redis, single-flight across replicas: the first replica to miss takes a lock
+//      (SET NX PX with a random token) and computes; the others poll L2 for its value for a
+//      bounded time, then compute themselves if the holder died;
+//   5. only then the model's queue.
+// Computed rows are stored in L1 and L2 (unless the request said no-store), the Redis lock is
+// released by its owner only (Lua compare-and-delete), and waiting requests get the row.
+//
+// The cache tier failing is never the service failing: every L2 error, timeout or open
+// circuit degrades to "miss" and the model computes.
+//
+// Thread-safety: every method is safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cache/cache_key.h"
+#include "cache/l1_cache.h"
+#include "cache/redis_client.h"
+#include "cache/single_flight.h"
+#include "common/delayed_executor.h"
+#include "core/embed_job.h"
+#include "obs/metrics.h"
+
+namespace tailcut {
+
+struct EmbeddingCacheOptions {
+  // Share one computation between identical concurrent misses in this process.
+  bool single_flight = true;
+  // With Redis: one replica computes a missing key while the others wait for its value.
+  // Costs one extra Redis round trip per miss; turn off for a single replica.
+  bool distributed_single_flight = true;
+  // Expiry of the cross-replica lock: the longest other replicas wait for a holder that died
+  // without releasing it (the source's warm-up lock uses 10 s).
+  int64_t lock_ttl_millis = 10'000;
+  // How long a replica waits for another replica's computation before computing itself.
+  // Should exceed one batch's latency at load; the request's own deadline still applies.
+  int64_t remote_wait_millis = 500;
+  // How often a waiting replica polls L2 for the value.
+  int64_t remote_poll_millis = 2;
+};
+
+class EmbeddingCache {
+ public:
+  // `l1` and `l2` may be null (that tier is off); both must outlive this object.
+  EmbeddingCache(const EmbeddingCacheOptions& options, L1Cache* l1, RedisClient* l2,
+                 const Clock& clock, MetricsRegistry* metrics);
+  ~EmbeddingCache();
+
+  struct Item {
+    size_t index;
+    std::vector<int64_t> ids;
+    CacheKey key;
+  };
+  // Schedules items the model must compute; each carries its ticket. An error (queue full)
+  // fails the whole request.
+  using ScheduleFn =
+      std::function<Status(std::vector<std::pair<Item, std::optional<CacheTicket>>>&&)>;
+  struct Request {
+    std::shared_ptr<EmbedJob> job;
+    uint32_t tag = 0;   // The model's L1 tag.
+    std::string model;  // L2 key namespace.
+    bool read = true;   // Cache-Control: no-cache turns this off.
+    bool write = true;  // Cache-Control: no-store turns this off.
+    ScheduleFn schedule;
+  };
+
+  // Resolves every item of a request: from caches, from other computations, or by
+  // scheduling. Completes or fails the request's job eventually; returns at once.
+  void Resolve(Request request, std::vector<Item> items);
+
+  // A leader's row is computed: store it, release the lock, feed waiting requests.
+  void OnComputed(const CacheTicket& ticket, std::span<const float> row);
+  // A leader's computation failed (deadline, shutdown): waiting requests compute themselves.
+  void OnComputeFailed(const CacheTicket& ticket, const Status& status);
+
+  // Removes a model's entries from L1 (by tag) and L2 (by key pattern).
+  void Flush(uint32_t tag, const std::string& model, std::function<void(Result<int64_t>)> done);
+
+  L1Cache* l1() const { return l1_; }
+  RedisClient* l2() const { return l2_; }
+  // Tag for a model name, stable for the process's life.
+  uint32_t TagFor(const std::string& model);
+
+ private:
+  struct Metrics;
+  struct Pending;  // One request's state while it is being resolved.
+
+  void LookupL2(std::shared_ptr<Pending> p, std::vector<Item> misses);
+  void SingleFlightAndSchedule(std::shared_ptr<Pending> p, std::vector<Item> misses);
+  void LockOrWait(std::shared_ptr<Pending> p, std::vector<Item> leaders);
+  void WaitForRemote(std::shared_ptr<Pending> p, Item item, int64_t give_up_micros);
+  void Schedule(const std::shared_ptr<Pending>& p,
+                std::vector<std::pair<Item, std::optional<CacheTicket>>> items);
+  void StoreAndShare(const CacheTicket& ticket, std::span<const float> row);
+  std::string L2Key(const std::string& model, const CacheKey& key) const;
+  std::string LockKey(const std::string& model, const CacheKey& key) const;
+  std::string NewToken();
+
+  const EmbeddingCacheOptions options_;
+  L1Cache* const l1_;
+  RedisClient* const l2_;
+  const Clock& clock_;
+  std::unique_ptr<Metrics> metrics_;
+  SingleFlight flights_;
+  DelayedExecutor delayed_;
+  std::mutex mutex_;  // Guards tags_ and rng_.
+  std::vector<std::string> tags_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tailcut

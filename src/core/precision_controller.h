@@ -1,0 +1,99 @@
+// PrecisionController: chooses which precision variant of a model serves requests that do
+// not pin one, from load signals, with hysteresis and a minimum dwell time so it never
+// flaps. Pure decision logic with an injected clock: the servable feeds it signals once per
+// evaluation interval and applies its answer; tests drive it by hand.
+//
+// Two policies:
+//  - slo (default): serve the accurate variant while there is headroom; switch to the fast
+//    one when the recent P99 approaches the SLO (>= degrade_at_slo_fraction of it) or the
+//    inference worker is nearly saturated; come back only when the accurate variant is
+//    predicted to fit comfortably: the current P99 and utilisation scaled by how much
+//    slower the accurate variant is (measured) stay under restore thresholds.
+//  - thresholds: the source article's rule, expressed as configuration: fast when
+//    rate >= fast_at_rate_per_s AND memory use > fast_at_memory_used_fraction; accurate when
+//    rate <= accurate_at_rate_per_s AND free memory >= accurate_at_memory_free_bytes;
+//    otherwise stay.
+// off pins the accurate variant.
+//
+// Thread-safety: not thread-safe; one owner calls Update() (the servable's controller tick).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/clock.h"
+
+namespace tailcut {
+
+struct LoadSignals {
+  double request_rate_per_s = 0;  // Recent request arrivals.
+  int64_t p99_micros = 0;         // Recent server-side latency (arrival to answer).
+  int64_t samples = 0;            // Requests behind p99_micros.
+  double utilization = 0;         // Share of recent wall time the inference worker was busy.
+  double memory_used_fraction = 0;
+  int64_t memory_free_bytes = 0;
+  // How many times slower the accurate variant is than the fast one per token (measured;
+  // 1 until both have run).
+  double accurate_slowdown = 1.0;
+};
+
+struct PrecisionPolicy {
+  // "slo" (default), "thresholds" (the source's rule) or "off" (pin the accurate variant).
+  // Integers and percentages throughout, so every field maps onto a configuration key.
+  std::string mode = "slo";
+  // Variant names (or precision aliases such as "int8") the controller moves between.
+  std::string accurate_variant = "fp32";
+  std::string fast_variant = "int8";
+  // slo: the latency objective and the hysteresis band around it. Degrade at 80 % of the
+  // SLO so the switch lands before the objective is missed; restore only when the accurate
+  // variant is predicted under 50 %, which keeps the two thresholds far apart.
+  int64_t slo_p99_micros = 86'000;
+  int64_t degrade_at_slo_percent = 80;
+  int64_t restore_below_slo_percent = 50;
+  // slo: worker utilisation that means the queue is about to grow without bound, and the
+  // utilisation the accurate variant must be predicted to stay under to come back.
+  int64_t degrade_at_utilization_percent = 90;
+  int64_t restore_below_utilization_percent = 60;
+  // slo: P99 of fewer requests than this is noise; no decision is taken on it.
+  int64_t min_samples = 50;
+  // thresholds: the source's rule.
+  int64_t fast_at_rate_per_s = 120;
+  int64_t fast_at_memory_used_percent = 85;
+  int64_t accurate_at_rate_per_s = 40;
+  int64_t accurate_at_memory_free_bytes = 3LL << 30;
+  // Both: no switch within this long of the previous one (anti-flapping).
+  int64_t min_dwell_micros = 10'000'000;
+};
+
+class PrecisionController {
+ public:
+  PrecisionController(const PrecisionPolicy& policy, const Clock& clock);
+
+  // Feeds one observation; returns true when the choice changed (then see on_fast()).
+  bool Update(const LoadSignals& signals);
+  // True while the fast variant is chosen.
+  bool on_fast() const { return on_fast_; }
+  const std::string& current_variant() const {
+    return on_fast_ ? policy_.fast_variant : policy_.accurate_variant;
+  }
+  int64_t switches() const { return switches_; }
+  const PrecisionPolicy& policy() const { return policy_; }
+  // Why the last switch happened, for logs.
+  const std::string& last_reason() const { return last_reason_; }
+
+ private:
+  bool WantFast(const LoadSignals& s, std::string* reason) const;
+  bool WantAccurate(const LoadSignals& s, std::string* reason) const;
+
+  const PrecisionPolicy policy_;
+  const Clock& clock_;
+  bool on_fast_ = false;
+  int64_t last_switch_micros_;
+  int64_t switches_ = 0;
+  std::string last_reason_;
+};
+
+// Reads /proc/meminfo: (used fraction, available bytes) of the machine.
+bool ReadSystemMemory(double* used_fraction, int64_t* available_bytes);
+
+}  // namespace tailcut
