@@ -13,6 +13,8 @@
 #include "core/inference_service.h"
 #include "engine/ort_environment.h"
 #include "obs/metrics.h"
+#include "server/admin_api.h"
+#include "server/auth.h"
 #include "server/http_server.h"
 #include "server/server_routes.h"
 
@@ -59,9 +61,24 @@ int RunServe(ServerConfigLoader& loader) {
   TeiOptions tei;
   tei.max_client_batch_size = static_cast<int>(config.service.text.max_inputs_per_request);
   AddAllRoutes(router, context, tei);
+  AddAdminRoutes(router, context, **service);
+  auto auth = Authenticator::Create(config.auth);
+  if (!auth.ok()) {
+    PrintError(auth.status().message());
+    return 1;
+  }
+  Authenticator& authenticator = **auth;
 
   auto server = HttpServer::Create(
-      config.http, [&router](const HttpExchangePtr& ex) { router.Dispatch(ex); }, &metrics);
+      config.http,
+      [&router, &authenticator, &context](const HttpExchangePtr& ex) {
+        const auto route = Authenticator::Classify(ex->path());
+        if (Status s = authenticator.Check(*ex, route); !s.ok()) {
+          return context.FinishError(ex, "auth", "", s, ErrorStyle::kOpenAi);
+        }
+        router.Dispatch(ex);
+      },
+      &metrics);
   if (Status s = server->Start(); !s.ok()) {
     PrintError(s.message());
     return 1;
@@ -74,6 +91,10 @@ int RunServe(ServerConfigLoader& loader) {
   spdlog::info("tailcut {} listening on http://{}:{} (onnxruntime {}, {} inference threads)",
                TAILCUT_VERSION, config.http.host, server->port(), OrtEnvironment::RuntimeVersion(),
                OrtEnvironment::Get().intra_op_threads());
+  spdlog::info("access: {} API keys ({}), {} admin keys", authenticator.api_key_count(),
+               authenticator.api_keys_required() ? "inference routes need a key"
+                                                 : "inference routes open",
+               authenticator.admin_key_count());
   if (IsLoopback(config.http.host)) {
     spdlog::info("bound to loopback only; set --host 0.0.0.0 to accept other machines");
   } else {

@@ -213,6 +213,27 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.shutdown_delay_millis; })
                   .AtLeast(0));
 
+  // auth: API keys, admin keys, rate limits (AuthOptions).
+  t.push_back(Field("auth.api_keys_file",
+                    "File of API keys, one per line: '<key> [<requests per second>]'. With any "
+                    "API key configured, inference routes need 'Authorization: Bearer <key>'.",
+                    [](auto& c) -> auto& { return c.auth.api_keys_file; }));
+  t.push_back(Field("auth.api_keys",
+                    "More API keys, comma-separated (set it as TAILCUT_AUTH_API_KEYS, not a flag).",
+                    [](auto& c) -> auto& { return c.auth.api_keys; }));
+  t.push_back(Field("auth.admin_keys",
+                    "Keys for the /admin routes, comma-separated; without any they are refused.",
+                    [](auto& c) -> auto& { return c.auth.admin_keys; }));
+  t.push_back(Field(
+                  "auth.rate_limit_per_s",
+                  "Default per-key request rate limit (requests/s); 0 = unlimited.",
+                  [](auto& c) -> auto& { return c.auth.rate_limit_per_s; })
+                  .AtLeast(0));
+  t.push_back(Field("auth.public_health", "Health routes need no key even when keys are set.",
+                    [](auto& c) -> auto& { return c.auth.public_health; }));
+  t.push_back(Field("auth.public_metrics", "/metrics needs no key even when keys are set.",
+                    [](auto& c) -> auto& { return c.auth.public_metrics; }));
+
   // models: the repository (InferenceServiceOptions).
   t.push_back(Field(
                   "models.repository", "Folder holding one sub-folder per model.",
@@ -367,6 +388,39 @@ std::vector<Setting> BuildSettings() {
                   "cache.remote_poll_millis", "How often a waiting replica polls Redis.",
                   [](auto& c) -> auto& { return c.service.cache.remote_poll_millis; })
                   .AtLeast(1));
+
+  t.push_back(Field("cache.warmup",
+                    "Predictive warm-up: refresh entries of keys forecast to stay hot before "
+                    "they expire.",
+                    [](auto& c) -> auto& { return c.service.text.warmup; }));
+  t.push_back(Bind("cache.warmup_bucket_seconds",
+                   "Forecasting step: counts per key per bucket; warm-up runs once per bucket.",
+                   1'000'000,
+                   [](auto& c) -> auto& { return c.service.text.warmup_tracker.bucket_micros; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "cache.warmup_tracked_keys", "Keys whose request counts are tracked at most.",
+                  [](auto& c) -> auto& { return c.service.text.warmup_tracker.max_tracked_keys; })
+                  .AtLeast(8));
+  t.push_back(Field(
+                  "cache.warmup_max_keys", "Hottest forecast keys considered per round.",
+                  [](auto& c) -> auto& { return c.service.text.warmup_max_keys; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "cache.warmup_min_forecast",
+                  "Requests a key must be forecast to get in the next bucket to be warmed.",
+                  [](auto& c) -> auto& { return c.service.text.warmup_min_forecast; })
+                  .AtLeast(0));
+  t.push_back(Bind("cache.warmup_refresh_horizon_seconds",
+                   "Warm entries that would expire within this long (or are missing).",
+                   1'000'000,
+                   [](auto& c) -> auto& { return c.service.text.warmup_refresh_horizon_micros; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "cache.warmup_max_recompute_per_bucket",
+                  "Model runs warm-up may cause per round (only while the queue is empty).",
+                  [](auto& c) -> auto& { return c.service.text.warmup_max_recompute_per_bucket; })
+                  .AtLeast(0));
 
   // redis: the shared L2 tier (RedisOptions); off unless redis.enabled.
   t.push_back(Field("redis.enabled", "Use Redis as the shared L2 cache tier.",
@@ -534,6 +588,9 @@ const std::vector<Setting>& Settings() {
 const std::vector<std::pair<std::string, std::string>>& Sections() {
   static const std::vector<std::pair<std::string, std::string>> sections = {
       {"server", "The HTTP front door. Its limits are enforced before any handler runs."},
+      {"auth",
+       "Access control. Keys are compared in constant time and never logged. Admin routes "
+       "always need an admin key."},
       {"models", "The model repository: one folder per model, each with its model.yaml."},
       {"engine",
        "ONNX Runtime. One pair of thread pools is shared by every model, so several models "
@@ -1123,7 +1180,7 @@ std::optional<std::string> FormatConfigValue(const ServerConfig& config, std::st
   const Setting* s = FindSetting(key);
   if (s == nullptr) return std::nullopt;
   // Secrets are never printed, not even in an effective-configuration dump.
-  if (key.ends_with("password")) return std::string(s->get(config) == Value(std::string()) ? "" : "***");
+  if (key.ends_with("password") || key.ends_with("_keys")) return std::string(s->get(config) == Value(std::string()) ? "" : "***");
   return FormatValue(s->get(config));
 }
 

@@ -38,12 +38,14 @@
 #include "common/status.h"
 #include "core/inference_service.h"
 #include "engine/ort_environment.h"
+#include "server/auth.h"
 #include "server/http_server.h"
 
 namespace tailcut {
 
 struct ServerConfig {
   HttpServerOptions http;
+  AuthOptions auth;
   InferenceServiceOptions service;
   OrtEnvironmentOptions engine;
   // Log threshold: trace, debug, info, warn or error.

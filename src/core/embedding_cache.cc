@@ -323,6 +323,65 @@ void EmbeddingCache::OnComputeFailed(const CacheTicket& ticket, const Status& st
   if (ticket.leader) flights_.Complete(ticket.key, status, {});
 }
 
+void EmbeddingCache::Prefetch(const std::string& model, uint32_t tag, size_t dims,
+                              std::vector<CacheKey> keys,
+                              std::function<void(std::vector<CacheKey>)> done) {
+  if (!l2_ || keys.empty()) return done(std::move(keys));
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const auto& k : keys) names.push_back(L2Key(model, k));
+  auto shared = std::make_shared<std::vector<CacheKey>>(std::move(keys));
+  l2_->MultiGet(std::move(names), [this, shared, tag, dims, done = std::move(done)](
+                                      Result<std::vector<std::optional<std::string>>> r) {
+    if (!r.ok()) return done(std::move(*shared));
+    std::vector<CacheKey> missing;
+    for (size_t i = 0; i < shared->size(); ++i) {
+      std::optional<Result<std::vector<float>>> row;
+      if (i < r->size() && (*r)[i]) row = DecodeEmbedding(*(*r)[i], dims);
+      if (row && row->ok() && l1_) {
+        l1_->Insert((*shared)[i], tag, **row);
+      } else {
+        missing.push_back((*shared)[i]);
+      }
+    }
+    done(std::move(missing));
+  });
+}
+
+void EmbeddingCache::PersistHotSet(const std::string& model, const std::vector<CacheKey>& keys) {
+  if (!l2_) return;
+  std::string value;
+  value.reserve(keys.size() * 32);
+  for (const auto& k : keys) value += k.ToHex();
+  // A day: long enough for restarts and deploys, short enough to fade if unused.
+  l2_->Set("hot:" + model, std::move(value), 24 * 3600, nullptr);
+}
+
+void EmbeddingCache::LoadHotSet(const std::string& model, uint32_t tag, size_t dims,
+                                std::function<void(size_t)> done) {
+  if (!l2_ || !l1_) return done(0);
+  l2_->Get("hot:" + model, [this, model, tag, dims, done = std::move(done)](
+                               Result<std::optional<std::string>> r) {
+    if (!r.ok() || !r->has_value()) return done(0);
+    const std::string& hex = **r;
+    std::vector<CacheKey> keys;
+    for (size_t i = 0; i + 32 <= hex.size(); i += 32) {
+      CacheKey k;
+      try {
+        k.high = std::stoull(hex.substr(i, 16), nullptr, 16);
+        k.low = std::stoull(hex.substr(i + 16, 16), nullptr, 16);
+      } catch (const std::exception&) {
+        return done(0);  // Not ours or damaged: warm-up is an optimisation, skip it.
+      }
+      keys.push_back(k);
+    }
+    const size_t wanted = keys.size();
+    Prefetch(model, tag, dims, std::move(keys), [wanted, done](std::vector<CacheKey> missing) {
+      done(wanted - missing.size());
+    });
+  });
+}
+
 void EmbeddingCache::Flush(uint32_t tag, const std::string& model,
                            std::function<void(Result<int64_t>)> done) {
   const int64_t local = l1_ ? static_cast<int64_t>(l1_->EraseTag(tag)) : 0;

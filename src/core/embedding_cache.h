@@ -86,6 +86,16 @@ class EmbeddingCache {
   // A leader's computation failed (deadline, shutdown): waiting requests compute themselves.
   void OnComputeFailed(const CacheTicket& ticket, const Status& status);
 
+  // Warm-up: loads the L2 values of `keys` into L1 (refreshing their L1 TTL) and reports the
+  // keys L2 did not have. Without L2, reports them all.
+  void Prefetch(const std::string& model, uint32_t tag, size_t dims, std::vector<CacheKey> keys,
+                std::function<void(std::vector<CacheKey> missing)> done);
+  // Warm-up: remembers `keys` in L2 as the model's hot set, for the next process's start.
+  void PersistHotSet(const std::string& model, const std::vector<CacheKey>& keys);
+  // Start-up: loads the persisted hot set's values into L1; `done` gets how many.
+  void LoadHotSet(const std::string& model, uint32_t tag, size_t dims,
+                  std::function<void(size_t loaded)> done);
+
   // Removes a model's entries from L1 (by tag) and L2 (by key pattern).
   void Flush(uint32_t tag, const std::string& model, std::function<void(Result<int64_t>)> done);
 

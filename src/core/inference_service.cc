@@ -102,6 +102,22 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
   return s;
 }
 
+Result<InferenceService::Servables> InferenceService::Build(const ModelConfig& config) {
+  Servables built;
+  const ServableMetrics metrics = metric_families_.ForModel(config.name);
+  if (config.kind == ModelKind::kTextEmbedding) {
+    auto loaded = TextEmbeddingServable::Load(config, options_.session, options_.text, metrics,
+                                              cache_.get(), clock_);
+    if (!loaded.ok()) return loaded.status();
+    built.text = std::move(loaded).value();
+  } else {
+    auto loaded = TensorServable::Load(config, options_.session, options_.tensor, metrics, clock_);
+    if (!loaded.ok()) return loaded.status();
+    built.tensor = std::move(loaded).value();
+  }
+  return built;
+}
+
 Status InferenceService::LoadEntry(Entry* entry) {
   const ModelConfig& config = entry->config;
   const int64_t start = clock_.NowMicros();
@@ -110,23 +126,12 @@ Status InferenceService::LoadEntry(Entry* entry) {
   Status status;
   std::shared_ptr<TextEmbeddingServable> text;
   std::shared_ptr<TensorServable> tensor;
-  const ServableMetrics metrics = metric_families_.ForModel(config.name);
-  if (config.kind == ModelKind::kTextEmbedding) {
-    auto loaded =
-        TextEmbeddingServable::Load(config, options_.session, options_.text, metrics, cache_.get(),
-                                    clock_);
-    if (loaded.ok()) {
-      text = std::move(loaded).value();
-    } else {
-      status = loaded.status();
-    }
+  auto built = Build(config);
+  if (built.ok()) {
+    text = std::move(built->text);
+    tensor = std::move(built->tensor);
   } else {
-    auto loaded = TensorServable::Load(config, options_.session, options_.tensor, metrics, clock_);
-    if (loaded.ok()) {
-      tensor = std::move(loaded).value();
-    } else {
-      status = loaded.status();
-    }
+    status = built.status();
   }
   std::vector<std::function<void(const Status&)>> waiters;
   {
@@ -271,6 +276,63 @@ void InferenceService::Infer(TensorRequest request, TensorCallback done) {
       tensor = entry->tensor;
     }
     tensor->Infer(std::move(*shared_request), std::move(*shared_done));
+  });
+}
+
+void InferenceService::ReloadModel(const std::string& model,
+                                   std::function<void(const Status&)> done) {
+  Entry* entry = Find(model);
+  if (!entry) return done(Status::NotFound("model '" + model + "' does not exist"));
+  {
+    std::lock_guard<std::mutex> lock(entry->mutex);
+    if (entry->reloading || entry->state == ModelState::kLoading) {
+      return done(Status::FailedPrecondition("model '" + entry->config.name +
+                                             "' is already loading"));
+    }
+    entry->reloading = true;
+  }
+  std::lock_guard<std::mutex> lock(loaders_mutex_);
+  if (shutting_down_) {
+    std::lock_guard<std::mutex> entry_lock(entry->mutex);
+    entry->reloading = false;
+    return done(Status::Unavailable("server is shutting down"));
+  }
+  loaders_.emplace_back([this, entry, done = std::move(done)] {
+    const int64_t start = clock_.NowMicros();
+    auto config = LoadModelConfig(entry->config.dir);
+    Status status = config.status();
+    if (status.ok() && (config->name != entry->config.name || config->kind != entry->config.kind)) {
+      status = Status::InvalidArgument("a reload cannot change a model's name or kind");
+    }
+    Result<Servables> built = status.ok() ? Build(*config) : Result<Servables>(status);
+    if (!built.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(entry->mutex);
+        entry->reloading = false;
+      }
+      spdlog::error("reload of model '{}' failed; the previous version keeps serving: {}",
+                    entry->config.name, built.status().message());
+      return done(built.status());
+    }
+    Servables old;
+    {
+      std::lock_guard<std::mutex> lock(entry->mutex);
+      old.text = std::move(entry->text);
+      old.tensor = std::move(entry->tensor);
+      entry->text = std::move(built->text);
+      entry->tensor = std::move(built->tensor);
+      entry->state = ModelState::kReady;
+      entry->error.clear();
+      entry->reloading = false;
+    }
+    spdlog::info("model '{}' reloaded in {} ms", entry->config.name,
+                 (clock_.NowMicros() - start) / 1000);
+    done(Status::Ok());
+    // Requests that picked the old copy a moment before the swap are still queueing into it;
+    // give them a moment, then let it finish its queue and stop.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (old.text) old.text->Stop(/*drain=*/true);
+    if (old.tensor) old.tensor->Stop(/*drain=*/true);
   });
 }
 

@@ -62,6 +62,11 @@ class InferenceService final : public InferenceApi {
   void Embed(EmbedRequest request, EmbedCallback done) override;
   // Removes a model's cached embeddings from every tier; the count removed.
   void FlushCache(const std::string& model, std::function<void(Result<int64_t>)> done);
+  // Re-reads the model's folder and loads it anew (new weights, new variants) in the
+  // background; requests keep being served by the old copy until the new one is loaded and
+  // warm, then go to the new one, and the old one finishes its queued work. On failure the
+  // old copy keeps serving and `done` gets the error.
+  void ReloadModel(const std::string& model, std::function<void(const Status&)> done);
   // Pins (or, with an empty name, unpins) the variant serving a text model's unpinned
   // requests.
   Status SetActiveVariant(const std::string& model, const std::string& variant);
@@ -81,6 +86,11 @@ class InferenceService final : public InferenceApi {
     std::shared_ptr<TextEmbeddingServable> text;
     std::shared_ptr<TensorServable> tensor;
     std::vector<std::function<void(const Status&)>> waiters;  // Run when a load ends.
+    bool reloading = false;
+  };
+  struct Servables {
+    std::shared_ptr<TextEmbeddingServable> text;
+    std::shared_ptr<TensorServable> tensor;
   };
 
   InferenceService(const InferenceServiceOptions& options, MetricsRegistry& metrics,
@@ -89,6 +99,7 @@ class InferenceService final : public InferenceApi {
   // Runs `then` once the model is ready (now, or when its load finishes), or with the error.
   void WithModel(Entry* entry, std::function<void(const Status&)> then);
   Status LoadEntry(Entry* entry);
+  Result<Servables> Build(const ModelConfig& config);
   ModelDescription DescribeEntry(const Entry& entry) const;
 
   const InferenceServiceOptions options_;

@@ -30,7 +30,11 @@ ServableMetricFamilies::ServableMetricFamilies(MetricsRegistry& r)
                                        {"model", "to"})),
       precision_active_(r.AddGauge("tailcut_precision_active",
                                    "1 for the variant serving unpinned requests, else 0",
-                                   {"model", "variant"})) {}
+                                   {"model", "variant"})),
+      warmup_(r.AddCounter("tailcut_warmup_total",
+                           "Predictive warm-up actions: refreshed_from_l2, recomputed, "
+                           "skipped_busy (queue not empty), loaded (at start-up from Redis)",
+                           {"model", "action"})) {}
 
 ServableMetrics ServableMetricFamilies::ForModel(const std::string& model) {
   ServableMetrics m;
@@ -48,6 +52,7 @@ ServableMetrics ServableMetricFamilies::ForModel(const std::string& model) {
   m.model = model;
   m.precision_switches = &precision_switches_;
   m.precision_active = &precision_active_;
+  m.warmup = &warmup_;
   return m;
 }
 

@@ -29,6 +29,8 @@ struct ServableMetrics {
   std::string model;
   Family<Counter>* precision_switches;
   Family<Gauge>* precision_active;
+  // Warm-up actions {model, action}: refreshed_from_l2, recomputed, skipped_busy, loaded.
+  Family<Counter>* warmup;
 };
 
 class ServableMetricFamilies {
@@ -47,6 +49,7 @@ class ServableMetricFamilies {
   Family<Counter>& input_tokens_;
   Family<Counter>& precision_switches_;
   Family<Gauge>& precision_active_;
+  Family<Counter>& warmup_;
 };
 
 }  // namespace tailcut

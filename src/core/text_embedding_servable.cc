@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "core/embed_job.h"
 
@@ -83,8 +84,19 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
   TextEmbeddingServable* self = s.get();
   s->scheduler_ = std::make_unique<BatchScheduler>(
       scheduler, [self](Batch&& batch) { self->ProcessBatch(std::move(batch)); }, clock);
-  if (s->controller_) {
-    s->controller_thread_ = std::thread([self] { self->ControllerLoop(); });
+  if (cache && options.warmup) {
+    s->tracker_ = std::make_unique<HotKeyTracker>(options.warmup_tracker, clock);
+    const TextEmbeddingModel& m = *s->variants_[static_cast<size_t>(active)]->model;
+    cache->LoadHotSet(config.name, s->cache_tag_, static_cast<size_t>(m.dimensions()),
+                      [metrics, name = config.name](size_t loaded) {
+                        if (loaded == 0) return;
+                        metrics.warmup->WithLabels({name, "loaded"}).Inc(static_cast<double>(loaded));
+                        spdlog::info("model '{}': warmed L1 with {} hot entries from redis", name,
+                                     loaded);
+                      });
+  }
+  if (s->controller_ || s->tracker_) {
+    s->background_thread_ = std::thread([self] { self->BackgroundLoop(); });
   }
   return s;
 }
@@ -95,7 +107,7 @@ void TextEmbeddingServable::Stop(bool drain) {
     controller_stop_ = true;
   }
   controller_wake_.notify_all();
-  if (controller_thread_.joinable()) controller_thread_.join();
+  if (background_thread_.joinable()) background_thread_.join();
   if (scheduler_) scheduler_->Stop(drain);
 }
 
@@ -148,18 +160,89 @@ void TextEmbeddingServable::SetActive(int index, const std::string& reason) {
                reason);
 }
 
-void TextEmbeddingServable::ControllerLoop() {
+void TextEmbeddingServable::BackgroundLoop() {
   int64_t last_busy = busy_micros_.load();
   int64_t last_tick = clock_.NowMicros();
-  // Utilisation is averaged over the same window as the P99, from one sample per tick.
+  const int64_t far = std::numeric_limits<int64_t>::max();
+  int64_t next_control = controller_ ? last_tick + options_.precision_interval_micros : far;
+  const int64_t bucket = options_.warmup_tracker.bucket_micros;
+  int64_t next_warmup = tracker_ ? (last_tick / bucket + 1) * bucket + bucket / 10 : far;
   std::unique_lock<std::mutex> lock(controller_mutex_);
   while (!controller_stop_) {
-    controller_wake_.wait_for(lock, std::chrono::microseconds(options_.precision_interval_micros));
-    if (controller_stop_) break;
+    const int64_t wait = std::min(next_control, next_warmup) - clock_.NowMicros();
+    if (wait > 0) {
+      controller_wake_.wait_for(lock, std::chrono::microseconds(wait));
+      continue;
+    }
     lock.unlock();
-    ControllerTick(&last_busy, &last_tick);
+    const int64_t now = clock_.NowMicros();
+    if (now >= next_control) {
+      ControllerTick(&last_busy, &last_tick);
+      next_control = now + options_.precision_interval_micros;
+    }
+    if (now >= next_warmup) {
+      WarmupRound();
+      // Just after each bucket boundary, so the bucket that ended is in the forecast.
+      next_warmup = (now / bucket + 1) * bucket + bucket / 10;
+    }
     lock.lock();
   }
+}
+
+std::string TextEmbeddingServable::HotSetKey() const { return config_.name; }
+
+void TextEmbeddingServable::WarmupRound() {
+  const Variant& active = *variants_[static_cast<size_t>(active_variant_.load())];
+  const size_t dims = static_cast<size_t>(active.model->dimensions());
+  auto predictions = tracker_->PredictHot(options_.warmup_max_keys,
+                                          static_cast<double>(options_.warmup_min_forecast));
+  if (predictions.empty()) return;
+  std::vector<CacheKey> hot;
+  for (const auto& p : predictions) hot.push_back(p.key);
+  cache_->PersistHotSet(HotSetKey(), hot);
+
+  // Entries that are missing or would expire before the next round ends need warming.
+  auto needs = std::make_shared<std::vector<HotKeyTracker::Prediction>>();
+  std::vector<CacheKey> keys;
+  for (auto& p : predictions) {
+    const auto remaining = cache_->l1() ? cache_->l1()->RemainingTtlMicros(p.key) : std::nullopt;
+    if (remaining && *remaining > options_.warmup_refresh_horizon_micros) continue;
+    keys.push_back(p.key);
+    needs->push_back(std::move(p));
+  }
+  if (needs->empty()) return;
+  cache_->Prefetch(config_.name, cache_tag_, dims, std::move(keys),
+                   [this, needs](std::vector<CacheKey> missing) {
+    const size_t refreshed = needs->size() - missing.size();
+    if (refreshed) metrics_.warmup->WithLabels({config_.name, "refreshed_from_l2"}).Inc(refreshed);
+    size_t recomputed = 0;
+    for (const auto& p : *needs) {
+      if (std::find(missing.begin(), missing.end(), p.key) == missing.end()) continue;
+      if (recomputed >= options_.warmup_max_recompute_per_bucket ||
+          scheduler_->queued_rows() > 0 || static_cast<size_t>(p.variant) >= variants_.size() ||
+          !variants_[static_cast<size_t>(p.variant)]->model) {
+        metrics_.warmup->WithLabels({config_.name, "skipped_busy"}).Inc();
+        continue;
+      }
+      // A one-row job nobody waits for: its only effect is the cache store on completion.
+      const TextEmbeddingModel& model = *variants_[static_cast<size_t>(p.variant)]->model;
+      EmbedResult result;
+      result.model = config_.name;
+      result.dimensions = model.dimensions();
+      result.token_counts = {static_cast<int32_t>(p.ids.size())};
+      result.embeddings.resize(static_cast<size_t>(model.dimensions()));
+      auto job = std::make_shared<EmbedJob>(std::move(result), [](Result<EmbedResult>) {});
+      CacheTicket ticket;
+      ticket.key = p.key;
+      ticket.tag = cache_tag_;
+      ticket.model = config_.name;
+      ticket.write = true;
+      std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>> one;
+      one.emplace_back(EmbeddingCache::Item{0, p.ids, p.key}, std::move(ticket));
+      if (ScheduleItems(job, p.variant, p.normalize, 0, std::move(one)).ok()) ++recomputed;
+    }
+    if (recomputed) metrics_.warmup->WithLabels({config_.name, "recomputed"}).Inc(recomputed);
+  });
 }
 
 void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tick) {
@@ -255,7 +338,10 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   // The key covers the exact file of the variant that computes the row and the option that
   // changes it, so a precision switch or a reload can never be answered from another's entry.
   const CacheNamespace ns{config_.name, v.config.name, model.session().file_digest(), normalize};
-  for (auto& item : items) item.key = MakeTextCacheKey(ns, item.ids);
+  for (auto& item : items) {
+    item.key = MakeTextCacheKey(ns, item.ids);
+    if (tracker_) tracker_->Record(item.key, item.ids, variant_index, normalize);
+  }
   EmbeddingCache::Request cache_request;
   cache_request.job = job;
   cache_request.tag = cache_tag_;

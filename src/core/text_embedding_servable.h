@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/hot_key_tracker.h"
 #include "core/batch_scheduler.h"
 #include "core/embedding_cache.h"
 #include "core/inference_api.h"
@@ -45,6 +46,17 @@ struct TextServableOptions {
   int64_t precision_interval_micros = 1'000'000;
   // The window the controller's P99, rate and utilisation are computed over.
   int precision_window_seconds = 10;
+  // Predictive warm-up (needs the cache): once per tracker bucket, the keys forecast to be
+  // requested at least warmup_min_forecast times in the next bucket get their entries
+  // refreshed when they would expire within warmup_refresh_horizon_micros: from Redis when
+  // it holds them, else recomputed, but only while the model's queue is empty, so warm-up
+  // never delays a client request.
+  bool warmup = true;
+  HotKeyTrackerOptions warmup_tracker;
+  size_t warmup_max_keys = 256;
+  int64_t warmup_min_forecast = 2;
+  int64_t warmup_refresh_horizon_micros = 30'000'000;
+  size_t warmup_max_recompute_per_bucket = 64;
 };
 
 class TextEmbeddingServable {
@@ -91,8 +103,13 @@ class TextEmbeddingServable {
   // naming the available variants.
   Result<int> ChooseVariant(const std::string& precision) const;
   int FindVariant(const std::string& name_or_precision) const;  // -1 if none loaded.
-  void ControllerLoop();
+  // The background thread: precision controller ticks and warm-up rounds, each when due.
+  void BackgroundLoop();
   void ControllerTick(int64_t* last_busy, int64_t* last_tick);
+  void WarmupRound();
+  // At start-up: fills L1 with the entries the previous process persisted as hot.
+  void LoadPersistedHotSet();
+  std::string HotSetKey() const;
   void SetActive(int index, const std::string& reason);
 
   const ModelConfig config_;
@@ -107,6 +124,8 @@ class TextEmbeddingServable {
   int accurate_variant_ = -1;  // Controller's two ends; -1 when it has none to move between.
   int fast_variant_ = -1;
   std::unique_ptr<PrecisionController> controller_;
+  std::unique_ptr<HotKeyTracker> tracker_;  // Null when warm-up is off.
+  Family<Counter>* warmup_counter_ = nullptr;
   LatencyWindow latency_;
   std::atomic<int64_t> busy_micros_{0};  // Worker time spent in batches, ever.
   std::atomic<int64_t> switches_{0};
@@ -116,7 +135,7 @@ class TextEmbeddingServable {
   std::mutex controller_mutex_;
   std::condition_variable controller_wake_;
   bool controller_stop_ = false;
-  std::thread controller_thread_;
+  std::thread background_thread_;
   std::unique_ptr<BatchScheduler> scheduler_;
 };
 

@@ -38,7 +38,7 @@ void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
   stage_seconds_.WithLabels({route_s, "parse"}).Observe(timings.parse_micros / 1e6);
   stage_seconds_.WithLabels({route_s, "serialize"}).Observe(timings.serialize_micros / 1e6);
   stage_seconds_.WithLabels({route_s, "total"}).Observe(timings.total_micros / 1e6);
-  if (options_.slow_request_log_millis > 0 &&
+  if (options_.slow_request_log_millis > 0 && !route.starts_with("/admin") &&
       timings.total_micros > options_.slow_request_log_millis * 1000) {
     spdlog::warn("slow request {} {} model={} status={} {}",
                  std::string(exchange->request().method_string()),

@@ -60,6 +60,7 @@ HttpResponse ErrorResponse(const Status& status, ErrorStyle style, unsigned http
   }
   // Messages may quote client input; replace invalid UTF-8 rather than fail to answer.
   res.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (res.status == 401) res.headers.emplace_back("WWW-Authenticate", "Bearer");
   if (res.status == 429 || res.status == 503) {
     res.headers.emplace_back("Retry-After", std::to_string(kRetryAfterSeconds));
   }
