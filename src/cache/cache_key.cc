@@ -20,7 +20,7 @@ CacheKey MakeTextCacheKey(const CacheNamespace& ns, std::span<const int64_t> tok
   // Each string is followed by its NUL so that ("ab","c") and ("a","bc") differ.
   const char kind[] = "text-embedding";
   XXH3_128bits_update(&state, kind, sizeof(kind));
-  for (const std::string* s : {&ns.model, &ns.variant, &ns.file_digest}) {
+  for (const std::string* s : {&ns.model, &ns.variant, &ns.file_digest, &ns.readout}) {
     XXH3_128bits_update(&state, s->c_str(), s->size() + 1);
   }
   const unsigned char normalize = ns.normalize ? 1 : 0;

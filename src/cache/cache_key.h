@@ -3,6 +3,7 @@
 //   - the model's name and the digest of the exact ONNX file of the precision variant that
 //     computes it (so a reload with new weights, or a precision switch, can never return an
 //     entry another file computed),
+//   - how the vector is read out of the graph (output name and pooling from model.yaml),
 //   - every request option that changes the vector (normalize),
 //   - the exact model input: the token ids after the tokenizer's normalisation and
 //     truncation. Two texts that tokenize identically are the same model input and share an
@@ -38,6 +39,9 @@ struct CacheNamespace {
   std::string model;
   std::string variant;
   std::string file_digest;
+  // How the embedding is read out of the graph (output tensor, pooling): the same file can
+  // give different vectors under another model.yaml.
+  std::string readout;
   bool normalize = true;
 };
 

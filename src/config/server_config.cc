@@ -343,6 +343,11 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.text.default_timeout_micros; },
                   [](auto& c) -> auto& { return c.service.tensor.default_timeout_micros; })
                   .AtLeast(0));
+  t.push_back(Bind("requests.max_queue_delay_millis",
+                   "Refuse (429) a request when the queued work plus its own would take longer "
+                   "than this to run; 0 = off.",
+                   1000, [](auto& c) -> auto& { return c.service.text.max_queue_delay_micros; })
+                  .AtLeast(0));
   t.push_back(Field(
                   "requests.max_inputs_per_request",
                   "Most texts in one embedding request; more get 413.",
@@ -351,7 +356,8 @@ std::vector<Setting> BuildSettings() {
 
   // cache: the embedding cache hierarchy (L1CacheOptions, EmbeddingCacheOptions).
   t.push_back(Field("cache.enabled",
-                    "Cache embeddings in process (L1); off also disables single-flight.",
+                    "Cache embeddings in process (L1). Single-flight and Redis (if enabled) still work "
+                    "without it.",
                     [](auto& c) -> auto& { return c.service.cache_enabled; }));
   t.push_back(Field(
                   "cache.l1_capacity_bytes", "Bytes the in-process cache may hold.",

@@ -62,6 +62,11 @@ int64_t BatchScheduler::queued_rows() const {
   return queue_.queued_rows();
 }
 
+int64_t BatchScheduler::queued_tokens() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.queued_tokens();
+}
+
 size_t BatchScheduler::queued_tasks() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return queue_.queued_tasks();

@@ -51,6 +51,8 @@ class BatchScheduler {
   void Stop(bool drain);
 
   int64_t queued_rows() const;
+  // Sum of rows x length of queued tasks: the work waiting, before padding.
+  int64_t queued_tokens() const;
   size_t queued_tasks() const;
   // Exponentially weighted average of recent batch run times.
   int64_t expected_batch_micros() const { return expected_batch_micros_.load(); }

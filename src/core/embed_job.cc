@@ -65,8 +65,9 @@ void EmbedItemTask::Fail(const Status& status) {
 
 void EmbedItemTask::Complete(std::span<const float> row, int64_t queue_micros,
                              int64_t batch_micros, int64_t infer_micros) {
-  job_->CompleteItem(index_, row, queue_micros, batch_micros, infer_micros);
+  // Store first: a client that repeats the request as soon as it has the answer must hit.
   if (ticket_ && cache_) cache_->OnComputed(*ticket_, row);
+  job_->CompleteItem(index_, row, queue_micros, batch_micros, infer_micros);
 }
 
 }  // namespace tailcut

@@ -20,7 +20,8 @@ struct EmbeddingCache::Metrics {
             "tailcut_single_flight_total",
             "Misses by single-flight outcome: leader (computes), joined (shared an in-process "
             "computation), remote_hit (shared another replica's), remote_timeout and "
-            "lock_error (computed after all), fallback (leader failed; computed alone)",
+            "lock_error (computed after all), fallback (their leader failed: the first of them "
+            "leads a new computation, the others wait for it)",
             {"outcome"})),
         l2_hit(&l2.WithLabels({"hit"})),
         l2_miss(&l2.WithLabels({"miss"})),
@@ -183,20 +184,7 @@ void EmbeddingCache::SingleFlightAndSchedule(std::shared_ptr<Pending> p,
 
   std::vector<Item> leaders;
   for (auto& item : misses) {
-    Item copy = item;
-    auto waiter = [this, p, copy = std::move(copy), t = ticket(item, false)](
-                      const Status& status, std::span<const float> row) mutable {
-      if (status.ok()) {
-        p->request.job->CompleteItem(copy.index, row);
-        return;
-      }
-      // The leader failed (its deadline, say); this request still deserves its own try.
-      metrics_->fallback->Inc();
-      std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
-      one.emplace_back(std::move(copy), std::move(t));
-      Schedule(p, std::move(one));
-    };
-    if (flights_.JoinOrLead(item.key, std::move(waiter))) {
+    if (flights_.JoinOrLead(item.key, MakeWaiter(p, item))) {
       metrics_->leader->Inc();
       leaders.push_back(std::move(item));
     } else {
@@ -213,35 +201,114 @@ void EmbeddingCache::SingleFlightAndSchedule(std::shared_ptr<Pending> p,
   Schedule(p, std::move(scheduled));
 }
 
+CacheTicket EmbeddingCache::TicketFor(const Pending& p, const Item& item, bool leader) {
+  CacheTicket t;
+  t.key = item.key;
+  t.tag = p.request.tag;
+  t.model = p.request.model;
+  t.write = p.request.write;
+  t.leader = leader;
+  return t;
+}
+
+SingleFlight::Waiter EmbeddingCache::MakeWaiter(std::shared_ptr<Pending> p, Item item) {
+  return [this, p = std::move(p), item = std::move(item)](const Status& status,
+                                                          std::span<const float> row) mutable {
+    if (status.ok()) {
+      p->request.job->CompleteItem(item.index, row);
+      return;
+    }
+    metrics_->fallback->Inc();
+    if (p->request.job->finished()) return;  // This request failed already: nothing to do.
+    std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
+    const Status::Code code = status.code();
+    if (code != Status::Code::kDeadlineExceeded && code != Status::Code::kFailedPrecondition) {
+      // Not the leading request's own end (shutting down, queue full, a model error): each
+      // waiter tries alone, as it would have without single-flight.
+      CacheTicket t = TicketFor(*p, item, /*leader=*/false);
+      one.emplace_back(std::move(item), std::move(t));
+      return Schedule(p, std::move(one));
+    }
+    // The leading request ended on its own (its deadline passed; see also WaitForRemote).
+    // Each waiter still deserves its try, but not its own computation of the same row (a herd
+    // of identical rows exactly when the server is overloaded): the first waiter to get here
+    // leads a new flight and the others join it. (Complete() has ended the failed flight
+    // before calling its waiters.)
+    if (!flights_.JoinOrLead(item.key, MakeWaiter(p, item))) return;
+    CacheTicket t = TicketFor(*p, item, /*leader=*/true);
+    one.emplace_back(std::move(item), std::move(t));
+    Schedule(p, std::move(one));
+  };
+}
+
+bool EmbeddingCache::TakeRemoteValue(const std::shared_ptr<Pending>& p, const Item& item,
+                                     const std::string& bytes) {
+  auto row = DecodeEmbedding(bytes, static_cast<size_t>(p->request.job->dimensions()));
+  if (!row.ok()) return false;
+  metrics_->remote_hit->Inc();
+  if (l1_ && p->request.write) l1_->Insert(item.key, p->request.tag, *row);
+  p->request.job->CompleteFromCache(item.index, *row);
+  flights_.Complete(item.key, Status::Ok(), *row);
+  return true;
+}
+
 void EmbeddingCache::LockOrWait(std::shared_ptr<Pending> p, std::vector<Item> leaders) {
+  // The lock and a second look at L2 go out together (one pipeline, the GET after the SET NX):
+  // between this request's MGET and its lock another replica may have stored the row and
+  // released its lock, and taking the lock alone would compute the row again. The replies are
+  // joined here in whatever order the callbacks run (a rejected call calls back at once).
+  struct Probe {
+    std::mutex mutex;
+    int pending = 2;
+    Result<bool> locked = Status::Internal("no reply");
+    Result<std::optional<std::string>> value = Status::Internal("no reply");
+  };
   for (auto& item : leaders) {
     std::string token = NewToken();
-    std::string lock_key = LockKey(p->request.model, item.key);
     auto shared_item = std::make_shared<Item>(std::move(item));
-    l2_->TryLock(std::move(lock_key), token, options_.lock_ttl_millis,
-                 [this, p, shared_item, token](Result<bool> r) {
-                   CacheTicket t;
-                   t.key = shared_item->key;
-                   t.tag = p->request.tag;
-                   t.model = p->request.model;
-                   t.write = p->request.write;
-                   t.leader = true;
-                   if (r.ok() && !*r) {
-                     // Another replica is computing it: wait for its value.
-                     WaitForRemote(p, std::move(*shared_item),
-                                   clock_.NowMicros() + options_.remote_wait_millis * 1000);
-                     return;
-                   }
-                   if (r.ok()) {
-                     t.remote_lock = true;
-                     t.lock_token = token;
-                   } else {
-                     metrics_->lock_error->Inc();
-                   }
-                   std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
-                   one.emplace_back(std::move(*shared_item), std::move(t));
-                   Schedule(p, std::move(one));
+    auto probe = std::make_shared<Probe>();
+    auto decide = [this, p, shared_item, token, probe] {
+      const Result<bool>& locked = probe->locked;
+      const bool held = locked.ok() && *locked;
+      if (probe->value.ok() && probe->value->has_value() &&
+          TakeRemoteValue(p, *shared_item, **probe->value)) {
+        if (held) l2_->Unlock(LockKey(p->request.model, shared_item->key), token, nullptr);
+        return;
+      }
+      if (locked.ok() && !held) {
+        // Another replica is computing it: wait for its value.
+        WaitForRemote(p, std::move(*shared_item),
+                      clock_.NowMicros() + options_.remote_wait_millis * 1000);
+        return;
+      }
+      CacheTicket t = TicketFor(*p, *shared_item, /*leader=*/true);
+      if (held) {
+        t.remote_lock = true;
+        t.lock_token = token;
+      } else {
+        metrics_->lock_error->Inc();
+      }
+      std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
+      one.emplace_back(std::move(*shared_item), std::move(t));
+      Schedule(p, std::move(one));
+    };
+    auto arrive = [probe, decide](auto store) {
+      bool last;
+      {
+        std::lock_guard<std::mutex> lock(probe->mutex);
+        store();
+        last = --probe->pending == 0;
+      }
+      if (last) decide();
+    };
+    l2_->TryLock(LockKey(p->request.model, shared_item->key), token, options_.lock_ttl_millis,
+                 [probe, arrive](Result<bool> r) {
+                   arrive([&] { probe->locked = std::move(r); });
                  });
+    l2_->Get(L2Key(p->request.model, shared_item->key),
+             [probe, arrive](Result<std::optional<std::string>> r) {
+               arrive([&] { probe->value = std::move(r); });
+             });
   }
 }
 
@@ -261,8 +328,12 @@ void EmbeddingCache::WaitForRemote(std::shared_ptr<Pending> p, Item item, int64_
       Schedule(p, std::move(one));
     };
     if (cancelled || p->request.job->finished()) {
-      // Shutting down, or the request already failed: release local waiters.
-      const Status s = Status::Unavailable("request abandoned while waiting for another replica");
+      // Shutting down, or the request already failed: release local waiters (on a failed
+      // request, not a shutdown, one of them takes over; see MakeWaiter).
+      const Status s =
+          cancelled ? Status::Unavailable("shutting down while waiting for another replica")
+                    : Status::FailedPrecondition(
+                          "the leading request ended while waiting for another replica");
       flights_.Complete(shared_item->key, s, {});
       p->request.job->Fail(s);
       return;
@@ -270,16 +341,7 @@ void EmbeddingCache::WaitForRemote(std::shared_ptr<Pending> p, Item item, int64_
     l2_->Get(L2Key(p->request.model, shared_item->key),
              [this, p, shared_item, give_up_micros,
               compute_here](Result<std::optional<std::string>> r) {
-               if (r.ok() && r->has_value()) {
-                 auto row = DecodeEmbedding(**r, static_cast<size_t>(p->request.job->dimensions()));
-                 if (row.ok()) {
-                   metrics_->remote_hit->Inc();
-                   if (l1_ && p->request.write) l1_->Insert(shared_item->key, p->request.tag, *row);
-                   p->request.job->CompleteFromCache(shared_item->index, *row);
-                   flights_.Complete(shared_item->key, Status::Ok(), *row);
-                   return;
-                 }
-               }
+               if (r.ok() && r->has_value() && TakeRemoteValue(p, *shared_item, **r)) return;
                if (!r.ok() || clock_.NowMicros() >= give_up_micros) {
                  metrics_->remote_timeout->Inc();
                  return compute_here();

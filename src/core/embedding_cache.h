@@ -112,6 +112,13 @@ class EmbeddingCache {
   void SingleFlightAndSchedule(std::shared_ptr<Pending> p, std::vector<Item> misses);
   void LockOrWait(std::shared_ptr<Pending> p, std::vector<Item> leaders);
   void WaitForRemote(std::shared_ptr<Pending> p, Item item, int64_t give_up_micros);
+  // What a request waiting on another's computation of `item` does with its outcome.
+  SingleFlight::Waiter MakeWaiter(std::shared_ptr<Pending> p, Item item);
+  // Serves `item` from a value another replica stored and shares it with local waiters;
+  // false if the bytes do not decode.
+  bool TakeRemoteValue(const std::shared_ptr<Pending>& p, const Item& item,
+                       const std::string& bytes);
+  static CacheTicket TicketFor(const Pending& p, const Item& item, bool leader);
   void Schedule(const std::shared_ptr<Pending>& p,
                 std::vector<std::pair<Item, std::optional<CacheTicket>>> items);
   void StoreAndShare(const CacheTicket& ticket, std::span<const float> row);

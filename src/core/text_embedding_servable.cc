@@ -28,6 +28,9 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
       new TextEmbeddingServable(config, options, metrics, clock));
   s->cache_ = cache;
   if (cache) s->cache_tag_ = cache->TagFor(config.name);
+  s->readout_ = "output=" + config.output + ";pooling=" +
+                std::to_string(static_cast<int>(config.pooling)) +
+                ";max_len=" + std::to_string(config.max_sequence_length);
 
   // Every variant loads and warms up now; a broken one is reported, not fatal, as long as
   // another serves.
@@ -337,7 +340,8 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   }
   // The key covers the exact file of the variant that computes the row and the option that
   // changes it, so a precision switch or a reload can never be answered from another's entry.
-  const CacheNamespace ns{config_.name, v.config.name, model.session().file_digest(), normalize};
+  const CacheNamespace ns{config_.name, v.config.name, model.session().file_digest(),
+                          readout_, normalize};
   for (auto& item : items) {
     item.key = MakeTextCacheKey(ns, item.ids);
     if (tracker_) tracker_->Record(item.key, item.ids, variant_index, normalize);
@@ -360,6 +364,22 @@ Status TextEmbeddingServable::ScheduleItems(
     const std::shared_ptr<EmbedJob>& job, int variant, bool normalize, int64_t deadline,
     std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>>&& items) {
   const int64_t now = clock_.NowMicros();
+  if (options_.max_queue_delay_micros > 0) {
+    const int64_t cost = variants_[static_cast<size_t>(variant)]->nanos_per_token.load(
+        std::memory_order_relaxed);
+    int64_t tokens = 0;
+    for (const auto& [item, ticket] : items) tokens += static_cast<int64_t>(item.ids.size());
+    const int64_t queued = scheduler_->queued_tokens();
+    // Only with something queued: an idle model always takes a request, however large.
+    const int64_t expected_micros = (queued + tokens) * cost / 1000;
+    if (queued > 0 && cost > 0 && expected_micros > options_.max_queue_delay_micros) {
+      metrics_.rejected_queue_full->Inc();
+      return Status::ResourceExhausted(
+          "overloaded: the queued work would take about " + std::to_string(expected_micros / 1000) +
+          " ms to run, over the " + std::to_string(options_.max_queue_delay_micros / 1000) +
+          " ms limit; retry later");
+    }
+  }
   std::vector<std::unique_ptr<BatchTask>> tasks;
   tasks.reserve(items.size());
   for (auto& [item, ticket] : items) {

@@ -40,6 +40,11 @@ struct TextServableOptions {
   int64_t default_timeout_micros = 30'000'000;
   // Most inputs (texts) in one request; more is a 413.
   size_t max_inputs_per_request = 2048;
+  // Admission by time rather than by count: a request is refused (429) when the work already
+  // queued plus its own would take longer than this to run, at the measured cost per token.
+  // This bounds the latency of everything admitted under overload whatever the text lengths;
+  // max_enqueued_rows stays as a hard cap. 0 = off.
+  int64_t max_queue_delay_micros = 200'000;
   // Which variant serves requests that pin none, under load (see precision_controller.h).
   PrecisionPolicy precision;
   // How often the controller looks at the load signals.
@@ -118,6 +123,7 @@ class TextEmbeddingServable {
   const Clock& clock_;
   EmbeddingCache* cache_ = nullptr;
   uint32_t cache_tag_ = 0;
+  std::string readout_;  // The model.yaml settings that shape vectors, for cache keys.
   std::vector<std::unique_ptr<Variant>> variants_;
   std::atomic<int> active_variant_{0};
   std::atomic<bool> pinned_by_admin_{false};

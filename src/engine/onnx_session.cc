@@ -118,6 +118,14 @@ Result<std::unique_ptr<OnnxSession>> OnnxSession::Load(const std::string& path,
   }
   auto digest = DigestFile(path);
   if (!digest.ok()) return digest.status();
+  // Models over 2 GB keep their weights beside the graph (ONNX external data, conventionally
+  // "<file>.data" or "<file>_data"): new weights there are a new version too.
+  for (const std::string& external : {path + ".data", path + "_data"}) {
+    if (!std::filesystem::exists(external, ec)) continue;
+    auto extra = DigestFile(external);
+    if (!extra.ok()) return extra.status();
+    *digest += "+" + *extra;
+  }
 
   std::unique_ptr<OnnxSession> s(new OnnxSession());
   s->path_ = path;

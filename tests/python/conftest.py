@@ -125,8 +125,12 @@ class TailcutServer:
 
     @property
     def command(self) -> list[str]:
+        # The precision controller is off unless a test turns it on (flags given twice take
+        # the last value): tests compare vectors with FP32 references, and a switch to INT8
+        # under test load would make those comparisons depend on the machine's speed.
         return [str(require_tailcut_binary()), "serve", "--host", "127.0.0.1", "--port", "0",
-                "--model-repository", str(self.model_repository), *self.args]
+                "--model-repository", str(self.model_repository), "--precision.mode", "off",
+                *self.args]
 
     def start(self, wait_ready: bool = True) -> "TailcutServer":
         require_tailcut_binary()
@@ -432,3 +436,346 @@ def server(tailcut_bin: Path, default_model_dir: Path, tmp_path_factory):
     with TailcutServer(model_repository=repo, name="default",
                        log_dir=tmp_path_factory.mktemp("logs")) as s:
         yield s
+
+
+# --- Prometheus text exposition (used by test_metrics.py and test_cache.py) -----------------------
+
+import math
+from collections import defaultdict
+from dataclasses import field
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_SAMPLE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})? (\S+)(?: (-?\d+))?$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
+STAGES = ("parse", "tokenize", "cache", "queue", "batch", "infer", "serialize", "total")
+
+
+@dataclass
+class Family:
+    name: str
+    type: str = "untyped"
+    help: str = ""
+    samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    labels, pos = {}, 0
+    while pos < len(text):
+        m = _LABEL.match(text, pos)
+        assert m, f"bad label syntax at {text[pos:]!r}"
+        assert m.group(1) not in labels, f"duplicate label {m.group(1)}"
+        labels[m.group(1)] = m.group(2).replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+        pos = m.end()
+    return labels
+
+
+def parse_prometheus(text: str) -> dict[str, Family]:
+    """A strict little parser of the text format (0.0.4): HELP/TYPE before samples, every
+    sample in a declared family, valid names, labels and values."""
+    families: dict[str, Family] = {}
+    assert text.endswith("\n"), "the exposition must end with a newline"
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line.split(" ", 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE"):
+                assert re.fullmatch(_NAME, parts[2]), f"line {n}: bad name {parts[2]!r}"
+                fam = families.setdefault(parts[2], Family(parts[2]))
+                if parts[1] == "TYPE":
+                    assert not fam.samples, f"line {n}: TYPE after samples of {parts[2]}"
+                    assert parts[3] in ("counter", "gauge", "histogram", "summary", "untyped")
+                    fam.type = parts[3]
+                else:
+                    fam.help = parts[3] if len(parts) > 3 else ""
+            continue
+        m = _SAMPLE.match(line)
+        assert m, f"line {n}: not a sample: {line!r}"
+        name, labels, value = m.group(1), parse_labels(m.group(2) or ""), float(m.group(3))
+        base = name
+        for suffix in ("_bucket", "_sum", "_count"):
+            if name.endswith(suffix) and name[: -len(suffix)] in families and \
+                    families[name[: -len(suffix)]].type == "histogram":
+                base = name[: -len(suffix)]
+        assert base in families, f"line {n}: sample of undeclared family {name}"
+        families[base].samples.append((name, labels, value))
+    for fam in families.values():
+        check_family(fam)
+    return families
+
+
+def check_family(fam: Family) -> None:
+    if fam.type == "counter":
+        assert all(v >= 0 and not math.isnan(v) for _, _, v in fam.samples), fam.name
+    if fam.type != "histogram":
+        return
+    series: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    totals: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for name, labels, value in fam.samples:
+        key = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+        if name.endswith("_bucket"):
+            le = labels["le"]
+            series[key].append((math.inf if le == "+Inf" else float(le), value))
+        else:
+            totals[key][name[len(fam.name):]] = value
+    for key, buckets in series.items():
+        les = [le for le, _ in buckets]
+        assert les == sorted(les) and les[-1] == math.inf, f"{fam.name}{key}: bucket order"
+        counts = [c for _, c in buckets]
+        assert counts == sorted(counts), f"{fam.name}{key}: buckets not cumulative"
+        assert totals[key]["_count"] == counts[-1], f"{fam.name}{key}: +Inf != _count"
+        assert "_sum" in totals[key]
+
+
+def values(fams, name: str, **labels) -> list[float]:
+    base = re.sub(r"_(bucket|sum|count)$", "", name) if name not in fams else name
+    fam = fams[base]
+    return [v for n, l, v in fam.samples
+            if n == name and all(l.get(k) == want for k, want in labels.items())]
+
+
+def value(fams, name: str, **labels) -> float:
+    return sum(values(fams, name, **labels))
+
+
+def server_timing(header: str) -> dict[str, float]:
+    out = {}
+    for part in header.split(","):
+        m = re.fullmatch(r"\s*([a-z]+);dur=(\d+(?:\.\d+)?)\s*", part)
+        assert m, f"bad Server-Timing entry {part!r} in {header!r}"
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def scrape(server: "TailcutServer") -> dict[str, Family]:
+    """The server's /metrics, parsed (strictly)."""
+    return parse_prometheus(server.metrics())
+
+
+# --- A private redis-server for the cache tests (Python twin of tests/cache/redis_server_fixture.h)
+#
+# Each RedisServer runs `redis-server` on a free loopback port with persistence off, in its own
+# temp folder, and can be killed (SIGKILL), paused (SIGSTOP), resumed (SIGCONT) and restarted on
+# the same port. It is started with PR_SET_PDEATHSIG so the kernel kills it if pytest dies.
+# command() speaks RESP over a raw socket (binary-safe; no client package needed).
+
+import ctypes
+import shutil
+import socket
+
+
+class RedisError(Exception):
+    """An error reply from Redis (the message is the reply text)."""
+
+
+def redis_server_binary() -> str | None:
+    env = os.environ.get("TAILCUT_REDIS_SERVER")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    return shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.access("/usr/bin/redis-server", os.X_OK) else None)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # preexec_fn: runs in the child between fork and exec.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _resp_encode(args) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+class _RespReader:
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buf = sock, b""
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("redis closed the connection")
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n: int) -> bytes:
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return RedisError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise ConnectionError(f"bad RESP reply {line[:80]!r}")
+
+
+class RedisServer:
+    """One throwaway redis-server. args: extra server arguments (e.g. "--requirepass", "pw")."""
+
+    def __init__(self, folder: Path, args: Iterable[str] = (), name: str = "redis"):
+        self.binary = redis_server_binary()
+        if not self.binary:
+            pytest.fail("redis-server not found ($TAILCUT_REDIS_SERVER, PATH, /usr/bin/redis-server)"
+                        "; the cache tests need a real Redis: apt-get install redis-server",
+                        pytrace=False)
+        self.dir = Path(folder)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.args = [str(a) for a in args]
+        self.name = name
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.admin_user: str | None = None
+        self.admin_password: str | None = None
+        self.log_path = self.dir / f"{name}.log"
+
+    # -- life cycle --
+
+    def start(self) -> "RedisServer":
+        for _ in range(5):  # Another process may take the port between the probe and the bind.
+            self.port = free_port()
+            if self._spawn():
+                return self
+        raise AssertionError(f"redis-server did not start; log:\n{self.log_tail()}")
+
+    def _spawn(self, timeout: float = 10.0) -> bool:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir), *self.args],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False  # E.g. the port was taken.
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(_resp_encode(["PING"]))
+                    _RespReader(s).read()  # PONG, or NOAUTH: either way it serves.
+                    return True
+            except OSError:
+                time.sleep(0.02)
+        self.kill()
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL (works on a paused server too) and reap."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def restart(self) -> "RedisServer":
+        """Kills it and starts a fresh, empty one on the same port."""
+        self.kill()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self._spawn():
+                return self
+            time.sleep(0.05)
+        raise AssertionError(f"redis-server did not restart on port {self.port}; log:\n"
+                             f"{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    # -- commands --
+
+    def set_admin_auth(self, password: str | None, user: str | None = None) -> None:
+        """Credentials command() uses once the test has set requirepass or ACL users."""
+        self.admin_user, self.admin_password = user, password
+
+    def command(self, *args, timeout: float = 5.0):
+        """Runs one command on a fresh connection; raises RedisError on an error reply."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            reader = _RespReader(s)
+            if self.admin_password is not None:
+                auth = ["AUTH"] + ([self.admin_user] if self.admin_user else []) + \
+                       [self.admin_password]
+                s.sendall(_resp_encode(auth))
+                reply = reader.read()
+                if isinstance(reply, RedisError):
+                    raise reply
+            s.sendall(_resp_encode(args))
+            reply = reader.read()
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
+
+    def keys(self, pattern: str = "*") -> list[bytes]:
+        """Every key matching `pattern` (SCAN, not KEYS)."""
+        cursor, out = b"0", []
+        while True:
+            cursor, batch = self.command("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
+            out.extend(batch)
+            if cursor == b"0":
+                return sorted(set(out))
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path):
+    """Factory: redis_server(*extra_server_args, name=...) -> a started RedisServer; every one is
+    killed at the end of the test. Fails (not skips) if redis-server is not installed."""
+    started: list[RedisServer] = []
+
+    def start(*args: str, name: str | None = None) -> RedisServer:
+        name = name or f"redis{len(started)}"
+        r = RedisServer(tmp_path / name, args, name=name)
+        started.append(r)
+        return r.start()
+
+    yield start
+    for r in started:
+        r.kill()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.02, what: str = "condition"):
+    """Polls predicate() until it returns something truthy (returned); fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
+        time.sleep(interval)

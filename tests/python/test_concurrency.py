@@ -21,7 +21,10 @@ def busy_server(tailcut_bin, default_model_dir, tmp_path_factory):
     # A short batch timeout makes cross-request batches likely even on a fast machine. The
     # cache is off: every request must really be computed, in whatever batch it lands.
     repo = make_model_repository(tmp_path_factory.mktemp("models"))
-    with TailcutServer(["--batch-timeout-micros", "2000", "--cache.enabled=false"],
+    # Time-based admission is off too: this test is about correctness under concurrency, and
+    # on a slow machine a burst of 64 requests is more queued work than the 200 ms default.
+    with TailcutServer(["--batch-timeout-micros", "2000", "--cache.enabled=false",
+                        "--requests.max_queue_delay_millis", "0"],
                        model_repository=repo,
                        name="concurrency", log_dir=tmp_path_factory.mktemp("logs")) as s:
         yield s
