@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <charconv>
+#include <cstdio>
+#include <random>
 
 namespace tailcut {
 
@@ -33,6 +36,8 @@ void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
   const int64_t now = clock_.NowMicros();
   timings.total_micros = now - exchange->received_micros();
   response.headers.emplace_back("Server-Timing", timings.ToServerTiming());
+  const std::string traceparent = TraceparentFor(exchange->header("traceparent"));
+  response.headers.emplace_back("traceparent", traceparent);
   const std::string route_s(route);
   requests_.WithLabels({route_s, ModelLabel(model), std::to_string(response.status)}).Inc();
   stage_seconds_.WithLabels({route_s, "parse"}).Observe(timings.parse_micros / 1e6);
@@ -40,11 +45,39 @@ void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
   stage_seconds_.WithLabels({route_s, "total"}).Observe(timings.total_micros / 1e6);
   if (options_.slow_request_log_millis > 0 && !route.starts_with("/admin") &&
       timings.total_micros > options_.slow_request_log_millis * 1000) {
-    spdlog::warn("slow request {} {} model={} status={} {}",
-                 std::string(exchange->request().method_string()),
-                 route, model, response.status, timings.ToServerTiming());
+    // The trace id ties this line to the client's trace (W3C traceparent).
+    spdlog::warn("slow request {} {} model={} status={} trace={} {}",
+                 std::string(exchange->request().method_string()), route, model, response.status,
+                 traceparent.substr(3, 32), timings.ToServerTiming());
   }
   exchange->Respond(std::move(response));
+}
+
+std::string TraceparentFor(std::string_view incoming) {
+  // W3C Trace Context: "00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>". A valid
+  // incoming header keeps its trace id and flags; the server's span gets a new id. Otherwise
+  // the request starts a new trace.
+  auto hex = [](std::string_view s) {
+    for (char c : s) {
+      if (!std::isxdigit(static_cast<unsigned char>(c)) || std::isupper(static_cast<unsigned char>(c))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char span[17];
+  std::snprintf(span, sizeof(span), "%016llx", static_cast<unsigned long long>(rng() | 1));
+  if (incoming.size() == 55 && incoming.substr(0, 3) == "00-" && incoming[35] == '-' &&
+      incoming[52] == '-' && hex(incoming.substr(3, 32)) && hex(incoming.substr(36, 16)) &&
+      hex(incoming.substr(53, 2)) && incoming.substr(3, 32) != std::string(32, '0')) {
+    return "00-" + std::string(incoming.substr(3, 32)) + "-" + span + "-" +
+           std::string(incoming.substr(53, 2));
+  }
+  char trace[33];
+  std::snprintf(trace, sizeof(trace), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() | 1));
+  return "00-" + std::string(trace) + "-" + span + "-01";
 }
 
 void ApiContext::FinishError(const HttpExchangePtr& exchange, std::string_view route,

@@ -1,7 +1,8 @@
 // ApiContext: what every protocol front-end shares: the core API it calls, the per-route
 // request metrics, and the one place where a response leaves: Finish() stamps the
 // Server-Timing header, records status and stage latencies, logs slow requests with their
-// stage breakdown, and sends.
+// stage breakdown (with the W3C trace id, so a slow request can be found in the client's
+// trace), and sends.
 //
 // Thread-safety: all methods are safe from any thread.
 #pragma once
@@ -61,5 +62,9 @@ class ApiContext {
   Family<Histogram>& stage_seconds_;
   std::set<std::string, std::less<>> model_names_;  // Fixed once the service exists.
 };
+
+// The traceparent to answer with: the incoming trace continued with a new server span, or a
+// new trace when the request carried no valid header.
+std::string TraceparentFor(std::string_view incoming);
 
 }  // namespace tailcut

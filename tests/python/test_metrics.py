@@ -116,3 +116,15 @@ def test_every_response_has_server_timing(warm, method, path):
     r = requests.request(method, warm.url(path), timeout=30)
     timing = server_timing(r.headers["Server-Timing"])
     assert tuple(timing) == STAGES
+
+
+def test_traceparent_is_continued_or_started(warm):
+    incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    r = warm.post("/embed", {"inputs": "traced"}, headers={"traceparent": incoming})
+    out = r.headers["traceparent"]
+    assert re.fullmatch(r"00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01", out), out
+    assert out.split("-")[2] != "00f067aa0ba902b7"  # The server's own span.
+    fresh = warm.get("/health").headers["traceparent"]
+    assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", fresh), fresh
+    bad = warm.post("/embed", {"inputs": "traced"}, headers={"traceparent": "garbage"})
+    assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", bad.headers["traceparent"])
