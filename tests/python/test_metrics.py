@@ -3,6 +3,7 @@ move with traffic, and every response explains its latency in a Server-Timing he
 
 from __future__ import annotations
 
+import re
 import pytest
 from conftest import (DEFAULT_MODEL_NAME, STAGES, parse_prometheus, server_timing, value,
                       values)
