@@ -2,7 +2,8 @@
 # Sets up everything tailcut needs on a fresh Debian 12 (or 13) machine, unattended, and is
 # safe to run again: each step checks what is already there and skips it.
 #
-#   1. Debian packages (compilers, libraries, redis-server, npm for step 2)
+#   1. Debian packages (compilers incl. clang for sanitizers and fuzzing, libraries,
+#      redis-server, npm for step 2)
 #   2. ONNX Runtime: the distribution package when CMake finds one, else
 #      scripts/fetch_onnxruntime.sh unpacks it under third_party/onnxruntime
 #   3. the Python tooling virtual environment .venv (tools/requirements.txt)
@@ -36,6 +37,7 @@ DEB_PACKAGES=(
   libboost-dev libhiredis-dev nlohmann-json3-dev libspdlog-dev libutf8proc-dev libxxhash-dev
   libcli11-dev libyaml-cpp-dev libgtest-dev libbenchmark-dev libhnswlib-dev
   redis-server npm python3 python3-venv
+  clang libclang-rt-dev llvm  # Sanitizer builds and fuzzers (clang runtimes, llvm-symbolizer).
 )
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do
@@ -81,6 +83,7 @@ fi
 
 # 4. Default model ------------------------------------------------------------------------
 .venv/bin/python tools/export_model.py --out models/all-MiniLM-L6-v2
+.venv/bin/python tools/quantize_model.py --model-dir models/all-MiniLM-L6-v2
 
 # 5. Build --------------------------------------------------------------------------------
 if [[ $DO_BUILD -eq 1 ]]; then

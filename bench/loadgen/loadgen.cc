@@ -16,8 +16,18 @@
 //
 // Usage:
 //   tailcut-loadgen --port 8080 --path /v1/embeddings --workload w.jsonl --rate 200
-//                   --duration 20 [--warmup 2] [--poisson] [--connections 256] [--out r.json]
-// The workload file holds one request body (JSON) per line; lines are used in order, cycling.
+//                   --duration 20 [--warmup 2] [--poisson] [--connections 256] [--start 0]
+//                   [--out r.json]
+// The workload file holds one request body (JSON) per line; lines are used in order, cycling,
+// from line --start (0-based), so consecutive runs can continue through a file instead of
+// replaying its first lines.
+//
+// The report's percentiles are exact nearest-rank percentiles over every recorded request;
+// achieved_rate is 200 responses per second of the measured window, which runs from the end
+// of the warm-up to the later of its scheduled end and the last recorded completion (a server
+// that falls behind and drains its backlog afterwards does not get credit for a rate it did
+// not sustain). send_lag_ms is how late the generator's own timer dispatched requests: when
+// it is large the client, not the server, was short of CPU.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <boost/asio/connect.hpp>
@@ -26,6 +36,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <fstream>
 #include <iostream>
@@ -58,6 +69,7 @@ struct Options {
   std::string out;
   std::vector<std::string> headers;
   uint64_t seed = 1;
+  uint64_t start_line = 0;
 };
 
 struct Sample {
@@ -152,7 +164,10 @@ class LoadGenerator {
 
   void Done(std::shared_ptr<Connection> conn, const Sample& s, bool record) {
     --outstanding_;
-    if (record) samples_.push_back(s);
+    if (record) {
+      samples_.push_back(s);
+      last_recorded_done_s_ = std::chrono::duration<double>(Clock::now() - start_).count();
+    }
     if (s.status < 0) ++transport_errors_;
     if (conn) {
       if (!pending_.empty()) {
@@ -182,9 +197,11 @@ class LoadGenerator {
       nlohmann::json j = nlohmann::json::object();
       if (v.empty()) return j;
       std::sort(v.begin(), v.end());
+      // Nearest rank: the smallest sample with at least q of all samples at or below it.
       auto at = [&](double q) {
-        const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * v.size()));
-        return v[i];
+        const double rank = std::ceil(q * static_cast<double>(v.size()));
+        const size_t i = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+        return v[std::min(v.size() - 1, i)];
       };
       double sum = 0;
       for (double x : v) sum += x;
@@ -193,6 +210,9 @@ class LoadGenerator {
       return j;
     };
     const int64_t recorded_sent = static_cast<int64_t>(samples_.size()) + unfinished_recorded_;
+    // The measured window: from the end of the warm-up to the later of its scheduled end and
+    // the last recorded completion.
+    const double window_s = std::max(o_.duration_s, last_recorded_done_s_ - o_.warmup_s);
     return {{"offered_rate", o_.rate},
             {"arrivals", o_.poisson ? "poisson" : "constant"},
             {"duration_s", o_.duration_s},
@@ -201,10 +221,14 @@ class LoadGenerator {
             {"completed", samples_.size()},
             {"ok", ok.size()},
             {"unfinished", unfinished_recorded_},
-            {"achieved_rate", ok.size() / o_.duration_s},
+            {"achieved_rate", window_s > 0 ? ok.size() / window_s : 0.0},
+            {"window_s", window_s},
             {"latency_ms", pct(all)},
             {"ok_latency_ms", pct(ok)},
             {"status_counts", statuses},
+            {"send_lag_ms", pct(send_lag_ms_)},
+            {"start_line", o_.start_line},
+            {"next_line", (o_.start_line + next_) % requests_.size()},
             {"max_connections_used", max_open_}};
   }
 
@@ -235,7 +259,10 @@ class LoadGenerator {
         const auto scheduled = start_ + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(schedule_[next_]));
         const bool record = schedule_[next_] >= o_.warmup_s;
-        Dispatch(next_ % requests_.size(), scheduled, record);
+        if (record) {
+          send_lag_ms_.push_back(std::chrono::duration<double, std::milli>(now - scheduled).count());
+        }
+        Dispatch((o_.start_line + next_) % requests_.size(), scheduled, record);
         ++next_;
       }
       ScheduleNext();
@@ -274,10 +301,8 @@ class LoadGenerator {
   void Finish() {
     if (finished_) return;
     finished_ = true;
-    for (const auto& p : pending_) {
-      if (std::get<2>(p)) ++unfinished_recorded_;
-    }
-    // Requests still out when the timeout struck count as unfinished.
+    // Requests still queued here or out on a connection when the timeout struck count as
+    // unfinished.
     const int64_t recorded_done = static_cast<int64_t>(samples_.size());
     unfinished_recorded_ = recorded_dispatched_ - recorded_done;
     io_.stop();
@@ -302,6 +327,8 @@ class LoadGenerator {
   bool schedule_done_ = false;
   bool finished_ = false;
   std::vector<Sample> samples_;
+  std::vector<double> send_lag_ms_;
+  double last_recorded_done_s_ = 0;
 
  public:
   asio::io_context& io() { return io_; }
@@ -373,6 +400,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s, "Seconds to wait for one response");
   app.add_option("-H,--header", o.headers, "Extra header 'Name: value' (repeatable)");
   app.add_option("--seed", o.seed, "Seed for Poisson arrivals");
+  app.add_option("--start", o.start_line, "First workload line to send (0-based; wraps around)");
   app.add_option("--out", o.out, "Write the JSON report here (default stdout)");
   CLI11_PARSE(app, argc, argv);
 

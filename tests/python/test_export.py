@@ -34,9 +34,15 @@ BATCH = 16
 
 
 def read_model_yaml(path: Path) -> dict[str, str]:
-    """Parse the flat ``key: value  # comment`` model.yaml without a YAML dependency."""
+    """Parse the top-level ``key: value  # comment`` lines of model.yaml without a YAML dependency.
+
+    Indented lines (the items of the ``variants:`` list tools/quantize_model.py adds) are not
+    top-level keys and are skipped, so a variant's ``file:`` cannot shadow the model's.
+    """
     out: dict[str, str] = {}
     for line in path.read_text().splitlines():
+        if line[:1].isspace() or line.startswith("-"):
+            continue
         line = line.split("#", 1)[0].strip()
         if line:
             key, _, value = line.partition(":")
