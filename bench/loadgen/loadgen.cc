@@ -70,11 +70,13 @@ struct Options {
   std::vector<std::string> headers;
   uint64_t seed = 1;
   uint64_t start_line = 0;
+  bool timeline = false;
 };
 
 struct Sample {
   double latency_ms;
   int status;  // HTTP status, or negative for a transport error.
+  double scheduled_s = 0;  // Scheduled send time, seconds after the start of the run.
 };
 
 class LoadGenerator;
@@ -159,6 +161,9 @@ class LoadGenerator {
 
   // Called by connections.
   const http::request<http::string_body>& request(size_t i) const { return *requests_[i]; }
+  double SecondsSinceStart(Clock::time_point t) const {
+    return std::chrono::duration<double>(t - start_).count();
+  }
   const tcp::resolver::results_type& endpoints() const { return endpoints_; }
   double timeout_s() const { return o_.timeout_s; }
 
@@ -209,6 +214,40 @@ class LoadGenerator {
            {"p99_9", at(0.999)}, {"max", v.back()}, {"mean", sum / v.size()}};
       return j;
     };
+    // Latency by status: how fast refusals (429/503) come back matters as much as how fast
+    // answers do.
+    std::map<std::string, std::vector<double>> by_status;
+    for (const auto& s : samples_) {
+      by_status[s.status >= 0 ? std::to_string(s.status) : "transport_error"].push_back(
+          s.latency_ms);
+    }
+    nlohmann::json status_latency = nlohmann::json::object();
+    for (auto& [status, v] : by_status) status_latency[status] = pct(v);
+    // Per second of scheduled send time (after warm-up): how latency moved during the run.
+    nlohmann::json timeline = nlohmann::json::array();
+    if (o_.timeline) {
+      std::map<int64_t, std::vector<const Sample*>> seconds;
+      for (const auto& s : samples_) {
+        seconds[static_cast<int64_t>(s.scheduled_s - o_.warmup_s)].push_back(&s);
+      }
+      for (const auto& [second, list] : seconds) {
+        std::vector<double> lat, ok_lat;
+        int64_t errors = 0;
+        for (const Sample* s : list) {
+          lat.push_back(s->latency_ms);
+          if (s->status == 200) {
+            ok_lat.push_back(s->latency_ms);
+          } else {
+            ++errors;
+          }
+        }
+        timeline.push_back({{"second", second},
+                            {"sent", list.size()},
+                            {"non_200", errors},
+                            {"latency_ms", pct(lat)},
+                            {"ok_latency_ms", pct(ok_lat)}});
+      }
+    }
     const int64_t recorded_sent = static_cast<int64_t>(samples_.size()) + unfinished_recorded_;
     // The measured window: from the end of the warm-up to the later of its scheduled end and
     // the last recorded completion.
@@ -226,6 +265,8 @@ class LoadGenerator {
             {"latency_ms", pct(all)},
             {"ok_latency_ms", pct(ok)},
             {"status_counts", statuses},
+            {"status_latency_ms", status_latency},
+            {"timeline", timeline},
             {"send_lag_ms", pct(send_lag_ms_)},
             {"start_line", o_.start_line},
             {"next_line", (o_.start_line + next_) % requests_.size()},
@@ -372,7 +413,7 @@ void Connection::OnRead(beast::error_code ec) {
     stream_.socket().close(ignored);
     connected = false;
   }
-  gen_.Done(shared_from_this(), {ms, status}, record_);
+  gen_.Done(shared_from_this(), {ms, status, gen_.SecondsSinceStart(scheduled_)}, record_);
 }
 
 void Connection::Fail(int code) {
@@ -380,7 +421,7 @@ void Connection::Fail(int code) {
   beast::error_code ignored;
   stream_.socket().close(ignored);
   connected = false;
-  gen_.Done(nullptr, {ms, code}, record_);
+  gen_.Done(nullptr, {ms, code, gen_.SecondsSinceStart(scheduled_)}, record_);
 }
 
 }  // namespace
@@ -401,6 +442,7 @@ int main(int argc, char** argv) {
   app.add_option("-H,--header", o.headers, "Extra header 'Name: value' (repeatable)");
   app.add_option("--seed", o.seed, "Seed for Poisson arrivals");
   app.add_option("--start", o.start_line, "First workload line to send (0-based; wraps around)");
+  app.add_flag("--timeline", o.timeline, "Add per-second latency percentiles to the report");
   app.add_option("--out", o.out, "Write the JSON report here (default stdout)");
   CLI11_PARSE(app, argc, argv);
 

@@ -10,6 +10,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -39,6 +41,7 @@ struct ServerMetrics {
   Counter* refused_connections;
   Counter* protocol_errors;
   Counter* timeouts;
+  Counter* evicted_connections;
 };
 
 class HttpServerImpl;
@@ -51,6 +54,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // `head`: the request was HEAD, so the response carries the GET answer's headers only.
   void Write(HttpResponse response, bool keep_alive, unsigned version, bool head = false);
   std::string_view remote() const { return remote_; }
+  // When the connection started waiting for its current request (reading it); 0 while a
+  // request is being handled or answered. The eviction policy reads it under the server's
+  // session-list lock.
+  int64_t waiting_since_micros() const { return waiting_since_micros_.load(); }
+  void CloseFromAnyThread();
+  std::list<HttpSession*>::iterator registration;
 
  private:
   void ReadHeader();
@@ -70,6 +79,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool first_request_ = true;
   std::shared_ptr<bhttp::response<bhttp::string_body>> pending_;
   std::shared_ptr<bhttp::response<bhttp::empty_body>> continue_;
+  std::atomic<int64_t> waiting_since_micros_{0};
 };
 
 class HttpExchangeImpl final : public HttpExchange {
@@ -122,8 +132,15 @@ class HttpServerImpl final : public HttpServer {
                                ->AddCounter("tailcut_http_timeouts_total",
                                             "Connections closed because a read or write timed out")
                                .Get();
+      metrics_.evicted_connections =
+          &metrics
+               ->AddCounter("tailcut_http_evicted_connections_total",
+                            "Connections closed to make room at max_connections: the one that "
+                            "had waited longest for a request that never completed")
+               .Get();
     } else {
-      metrics_ = {&local_gauge_, &local_counters_[0], &local_counters_[1], &local_counters_[2]};
+      metrics_ = {&local_gauge_, &local_counters_[0], &local_counters_[1], &local_counters_[2],
+                  &local_counters_[3]};
     }
   }
   ~HttpServerImpl() override { Stop(); }
@@ -196,13 +213,46 @@ class HttpServerImpl final : public HttpServer {
   void Handle(const HttpExchangePtr& exchange) { handler_(exchange); }
   void RequestStarted() { in_flight_.fetch_add(1); }
   void RequestFinished() { in_flight_.fetch_sub(1); }
-  void SessionOpened() {
+  void SessionOpened(HttpSession* session) {
     open_.fetch_add(1);
     metrics_.open_connections->Inc();
+    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    sessions_.push_front(session);
+    session->registration = sessions_.begin();
   }
-  void SessionClosed() {
+  void SessionClosed(HttpSession* session) {
+    {
+      std::lock_guard<std::mutex> lock(sessions_mutex_);
+      sessions_.erase(session->registration);
+    }
     open_.fetch_sub(1);
     metrics_.open_connections->Dec();
+  }
+
+  // At the connection limit, a new client should not be turned away because slow or idle
+  // clients hold every slot (slowloris): close the connection that has waited longest for a
+  // request it never finished, and let the new one in. Connections whose request is being
+  // handled are never evicted. False when every connection is busy.
+  bool EvictStalestWaiting() {
+    std::shared_ptr<HttpSession> victim;
+    {
+      std::lock_guard<std::mutex> lock(sessions_mutex_);
+      HttpSession* oldest = nullptr;
+      int64_t oldest_since = 0;
+      // Sessions in the list are alive: a destructor unregisters under this mutex first.
+      for (HttpSession* s : sessions_) {
+        const int64_t since = s->waiting_since_micros();
+        if (since > 0 && (!oldest || since < oldest_since)) {
+          oldest = s;
+          oldest_since = since;
+        }
+      }
+      if (oldest) victim = oldest->weak_from_this().lock();
+    }
+    if (!victim) return false;
+    metrics_.evicted_connections->Inc();
+    victim->CloseFromAnyThread();
+    return true;
   }
 
  private:
@@ -211,7 +261,7 @@ class HttpServerImpl final : public HttpServer {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
         spdlog::warn("accept failed: {}", ec.message());
-      } else if (open_.load() >= options_.max_connections) {
+      } else if (open_.load() >= options_.max_connections && !EvictStalestWaiting()) {
         metrics_.refused_connections->Inc();
         beast::error_code ignored;
         socket.shutdown(tcp::socket::shutdown_both, ignored);
@@ -225,6 +275,14 @@ class HttpServerImpl final : public HttpServer {
 
   HttpServerOptions options_;
   HttpHandler handler_;
+  // Declared before io_ so they outlive it: destroying io_ destroys the handlers it still
+  // holds, and with them the last sessions, whose destructors unregister here.
+  std::atomic<int> open_{0};
+  std::mutex sessions_mutex_;
+  std::list<HttpSession*> sessions_;  // Guarded by sessions_mutex_.
+  ServerMetrics metrics_{};
+  Gauge local_gauge_;
+  Counter local_counters_[4];
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   tcp::acceptor acceptor_;
@@ -234,10 +292,6 @@ class HttpServerImpl final : public HttpServer {
   std::atomic<bool> closing_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> in_flight_{0};
-  std::atomic<int> open_{0};
-  ServerMetrics metrics_{};
-  Gauge local_gauge_;
-  Counter local_counters_[3];
 };
 
 HttpSession::HttpSession(tcp::socket&& socket, HttpServerImpl& server)
@@ -246,16 +300,21 @@ HttpSession::HttpSession(tcp::socket&& socket, HttpServerImpl& server)
   auto ep = stream_.socket().remote_endpoint(ec);
   if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   stream_.socket().set_option(tcp::no_delay(true), ec);
-  server_.SessionOpened();
+  server_.SessionOpened(this);
 }
 
-HttpSession::~HttpSession() { server_.SessionClosed(); }
+HttpSession::~HttpSession() { server_.SessionClosed(this); }
+
+void HttpSession::CloseFromAnyThread() {
+  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
+}
 
 void HttpSession::Start() {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
 }
 
 void HttpSession::ReadHeader() {
+  waiting_since_micros_ = SystemClock::Get().NowMicros();
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(server_.options().max_header_bytes));
   parser_->body_limit(server_.options().max_body_bytes);
@@ -269,6 +328,7 @@ void HttpSession::ReadHeader() {
 }
 
 void HttpSession::OnHeader(beast::error_code ec) {
+  if (ec == asio::error::operation_aborted) return;  // Closed by us (eviction, shutdown).
   if (ec == bhttp::error::end_of_stream || ec == asio::error::connection_reset ||
       ec == asio::error::eof) {
     return Close();
@@ -282,10 +342,13 @@ void HttpSession::OnHeader(beast::error_code ec) {
   }
   if (ec == bhttp::error::body_limit) {
     // The parser checks a declared Content-Length against the body limit as soon as the
-    // headers are in, so an oversized body is refused here, before any of it is read.
+    // headers are in, so an oversized body is refused here, before any of it is read. It
+    // fails before marking the header done, so content_length() may not be asked (it asserts
+    // is_header_done()); the field itself is in the message, and Beast has checked that it
+    // is a number.
     std::string declared;
-    if (auto length = parser_->content_length()) {
-      declared = " of " + std::to_string(*length) + " bytes";
+    if (const auto length = parser_->get()[bhttp::field::content_length]; !length.empty()) {
+      declared = " of " + std::string(length) + " bytes";
     }
     return FailRequest(413, "payload_too_large_error",
                        "request body" + declared + " exceeds the limit of " +
@@ -326,6 +389,7 @@ void HttpSession::ReadBody() {
 }
 
 void HttpSession::OnBody(beast::error_code ec) {
+  if (ec == asio::error::operation_aborted) return;
   if (ec == beast::error::timeout) {
     server_.metrics().timeouts->Inc();
     return Close();
@@ -344,6 +408,7 @@ void HttpSession::OnBody(beast::error_code ec) {
 }
 
 void HttpSession::Dispatch() {
+  waiting_since_micros_ = 0;
   stream_.expires_never();  // The handler's own deadline governs from here.
   server_.RequestStarted();
   auto exchange = std::make_shared<HttpExchangeImpl>(shared_from_this(), parser_->release(),
@@ -352,6 +417,7 @@ void HttpSession::Dispatch() {
 }
 
 void HttpSession::FailRequest(unsigned status, std::string_view type, std::string_view message) {
+  waiting_since_micros_ = 0;
   server_.metrics().protocol_errors->Inc();
   server_.RequestStarted();
   HttpResponse r;

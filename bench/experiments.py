@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""Focused experiments beside the side-by-side benchmark (bench/run_bench.py), each one
+command that starts its own servers on loopback, drives them with the open-loop load
+generator and prints (and saves) a JSON report for BENCHMARKS.md:
+
+  capacity    the highest rate tailcut sustains at P99 <= 86 ms for one workload
+  load-step   low -> high -> low offered rate, precision controller on vs pinned FP32:
+              per-second P99 and the active variant (issue: quantization)
+  overload    2x and 5x the sustainable rate for 60 s: latency of what is admitted, how fast
+              the rest is refused, peak memory, and recovery afterwards; slow clients and
+              idle connections (issue: hardening)
+  soak        70 % of the sustainable rate on the Zipf workload for 30 minutes: memory over
+              time, errors, P99 of the first vs the last 5 minutes (issue: hardening)
+  cache       the Zipf workload with the cache off / L1 / L1+Redis, the P99 of cache hits,
+              and first-response latency and QPS multi-level vs single tier (issue: cache)
+  variants    per precision variant: P99 at fixed rates through the server, short and medium
+              texts (issue: quantization)
+
+Run them on a quiet machine, e.g. `.venv-bench/bin/python bench/experiments.py overload`.
+Results go to bench/results/<experiment>-<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_bench as rb  # noqa: E402  (shares the binaries, workloads and process helpers)
+
+SLO_MS = rb.SLO_MS
+RESULTS = rb.RESULTS_DIR
+
+
+# --- servers ------------------------------------------------------------------------------------
+class Tailcut:
+    """One `tailcut serve` on a free loopback port."""
+
+    def __init__(self, flags: list[str], log: Path, repository: Path | None = None):
+        self.port = rb.free_port()
+        self.log = log
+        self.argv = [str(rb.BIN["tailcut"]), "serve", "--host", "127.0.0.1", "--port",
+                     str(self.port), "--model-repository",
+                     str(repository or rb.MODEL_DIR.parent), *flags]
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self):
+        self.log_file = open(self.log, "w")  # noqa: SIM115
+        self.proc = rb._spawn(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tailcut exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url("/v2/health/ready"), timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("tailcut not ready")
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            rb._stop(self.proc)
+        self.log_file.close()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.url("/metrics"), timeout=10) as r:
+            return r.read().decode()
+
+    def metric(self, name: str, **labels) -> float:
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name) or line.startswith("#"):
+                continue
+            head, _, val = line.rpartition(" ")
+            if head.split("{")[0] != name:
+                continue
+            if all(f'{k}="{v}"' in head for k, v in labels.items()):
+                total += float(val)
+        return total
+
+    def rss_kb(self, key: str = "VmRSS") -> int:
+        return rb.vm_kb(rb.process_tree(self.proc.pid), key)
+
+
+class RedisServer:
+    def __init__(self, tmp: Path):
+        self.port = rb.free_port()
+        self.dir = tmp
+
+    def __enter__(self):
+        self.proc = rb._spawn(["redis-server", "--port", str(self.port), "--save", "",
+                               "--appendonly", "no", "--dir", str(self.dir)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def __exit__(self, *exc):
+        rb._stop(self.proc)
+
+
+def fp32_only_repo(tmp: Path) -> Path:
+    return rb.fp32_repository(tmp)
+
+
+def variant_repo(tmp: Path, variant: str) -> Path:
+    """The default model with `variant` as its default variant (and only that one loaded)."""
+    src = rb.MODEL_DIR
+    dst = tmp / f"models-{variant}" / src.name
+    dst.mkdir(parents=True, exist_ok=True)
+    text = (src / "model.yaml").read_text()
+    file = None
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == f"- name: {variant}":
+            file = lines[i + 1].split(":", 1)[1].strip()
+    if file is None:
+        raise SystemExit(f"model.yaml lists no variant {variant}")
+    for f in ("tokenizer.json", "vocab.txt", file):
+        if not (dst / f).exists():
+            (dst / f).symlink_to((src / f).resolve())
+    head = [ln for ln in lines if not ln.startswith((" ", "-", "variants:", "default_variant:"))]
+    head = [ln for ln in head if not ln.startswith("file:")]
+    precision = "int8" if "int8" in variant else ("fp16" if "fp16" in variant else "fp32")
+    (dst / "model.yaml").write_text("\n".join(head) + f"\nfile: {file}\nvariants:\n  - name: {variant}\n"
+                                    f"    file: {file}\n    precision: {precision}\n")
+    return dst.parent
+
+
+# --- load ---------------------------------------------------------------------------------------
+def loadgen(port: int, workload: str, rate: float, duration: float, warmup: float = 2.0,
+            timeline: bool = False, start: int = 0, headers: list[str] | None = None,
+            connections: int = 256, timeout: float = 15.0) -> dict:
+    out = Path(tempfile.mkstemp(suffix=".json")[1])
+    cmd = [str(rb.BIN["tailcut-loadgen"]), "--port", str(port), "--workload",
+           str(rb.WORKLOADS_DIR / f"{workload}.jsonl"), "--rate", f"{rate:.3f}", "--duration",
+           str(duration), "--warmup", str(warmup), "--poisson", "--start", str(start),
+           "--connections", str(connections), "--timeout", str(timeout), "--out", str(out)]
+    if timeline:
+        cmd.append("--timeline")
+    for h in headers or []:
+        cmd += ["-H", h]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    rep = json.loads(out.read_text())
+    out.unlink()
+    return rep
+
+
+def passed(rep: dict) -> bool:
+    sent = max(1, rep["sent"])
+    return (sent - rep["ok"]) / sent <= rb.MAX_ERROR_RATE and \
+        rep.get("latency_ms", {}).get("p99", 1e9) <= SLO_MS
+
+
+def capacity(port: int, workload: str, start_rate: float, duration: float = 10.0) -> float:
+    """Highest passing rate: climb by 1.4x until a step fails, then bisect three times."""
+    good, bad, rate = 0.0, None, start_rate
+    while bad is None:
+        ok = passed(loadgen(port, workload, rate, duration))
+        print(f"  capacity {workload} {rate:.0f}/s: {'pass' if ok else 'fail'}", flush=True)
+        if ok:
+            good, rate = rate, rate * 1.4
+        else:
+            bad = rate
+        if rate > 20000:
+            break
+    for _ in range(3):
+        if bad is None:
+            break
+        mid = (good + bad) / 2
+        ok = passed(loadgen(port, workload, mid, duration))
+        print(f"  capacity {workload} {mid:.0f}/s: {'pass' if ok else 'fail'}", flush=True)
+        good, bad = (mid, bad) if ok else (good, mid)
+    return good
+
+
+def summary(rep: dict) -> dict:
+    lat, ok = rep.get("latency_ms", {}), rep.get("ok_latency_ms", {})
+    return {"offered": rep["offered_rate"], "achieved": round(rep["achieved_rate"], 1),
+            "sent": rep["sent"], "ok": rep["ok"], "status": rep.get("status_counts", {}),
+            "p50_ms": lat.get("p50"), "p99_ms": lat.get("p99"), "p99_9_ms": lat.get("p99_9"),
+            "max_ms": lat.get("max"), "ok_p99_ms": ok.get("p99"),
+            "status_latency_ms": rep.get("status_latency_ms", {})}
+
+
+# --- experiments --------------------------------------------------------------------------------
+def exp_capacity(args, tmp: Path) -> dict:
+    flags = ["--cache.enabled=false", "--precision.mode", "off", *args.flags]
+    with Tailcut(flags, tmp / "capacity.log", fp32_only_repo(tmp)) as s:
+        loadgen(s.port, args.workload, args.start_rate / 2, 5)
+        return {"workload": args.workload, "flags": flags,
+                "max_rate": capacity(s.port, args.workload, args.start_rate)}
+
+
+def exp_load_step(args, tmp: Path) -> dict:
+    phases = [(args.low, args.phase_s), (args.high, args.phase_s), (args.low, args.phase_s)]
+    out = {"phases": phases, "workload": args.workload}
+    for label, mode in (("controller", "slo"), ("pinned_fp32", "off")):
+        flags = ["--cache.enabled=false", "--precision.mode", mode,
+                 "--requests.max_queue_delay_millis", "0", "--precision.min_dwell_millis", "5000"]
+        with Tailcut(flags, tmp / f"step-{label}.log") as s:
+            loadgen(s.port, args.workload, args.low, 5)  # warm
+            samples, stop = [], threading.Event()
+
+            def poll():
+                t0 = time.monotonic()
+                while not stop.is_set():
+                    active = None
+                    for line in s.metrics().splitlines():
+                        if line.startswith("tailcut_precision_active{") and line.endswith(" 1"):
+                            active = line.split('variant="')[1].split('"')[0]
+                    samples.append({"t": round(time.monotonic() - t0, 1), "variant": active})
+                    time.sleep(0.5)
+
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            timeline, offset, start = [], 0, 0
+            for rate, secs in phases:
+                rep = loadgen(s.port, args.workload, rate, secs, warmup=0.0, timeline=True,
+                              start=start)
+                start = rep.get("next_line", 0)
+                for row in rep["timeline"]:
+                    timeline.append({"second": offset + row["second"], "offered": rate,
+                                     "sent": row["sent"], "non_200": row["non_200"],
+                                     "p99_ms": row["latency_ms"].get("p99")})
+                offset += secs
+            stop.set()
+            poller.join()
+            out[label] = {"timeline": timeline, "variant_samples": samples,
+                          "switches": s.metric("tailcut_precision_switches_total")}
+    return out
+
+
+def exp_overload(args, tmp: Path) -> dict:
+    flags = ["--cache.enabled=false", "--precision.mode", "off", *args.flags]
+    out: dict = {"workload": args.workload, "flags": flags}
+    with Tailcut(flags, tmp / "overload.log", fp32_only_repo(tmp)) as s:
+        sustainable = args.sustainable or capacity(s.port, args.workload, args.start_rate)
+        out["sustainable_rate"] = sustainable
+        base_rss = s.rss_kb()
+        for factor in (2, 5):
+            rep = loadgen(s.port, args.workload, sustainable * factor, args.seconds, warmup=0.0,
+                          timeline=True)
+            # Recovery: back to 70 % at once; per-second P99 shows how soon it is normal.
+            rec = loadgen(s.port, args.workload, sustainable * 0.7, 20, warmup=0.0,
+                          timeline=True)
+            out[f"x{factor}"] = {
+                **summary(rep),
+                "peak_rss_mb": round(s.rss_kb("VmHWM") / 1024, 1),
+                "recovery_p99_by_second": [r["latency_ms"].get("p99") for r in rec["timeline"]],
+                "recovery": summary(rec),
+            }
+        out["rss_mb_before"] = round(base_rss / 1024, 1)
+        out["slow_clients"] = slow_clients(s)
+    return out
+
+
+def slow_clients(s: Tailcut) -> dict:
+    """Slowloris (headers trickled, bodies never finished) and many idle connections must not
+    stop the server answering others."""
+    socks = []
+    refused = 0
+    for i in range(1200):  # More than server.max_connections (1024).
+        try:
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=2)
+            if i % 3 == 0:
+                c.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\n")  # never finished
+            elif i % 3 == 1:
+                c.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            socks.append(c)
+        except OSError:
+            refused += 1
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    ok = False
+    body = json.dumps({"input": "still answering?"}).encode()
+    for _ in range(50):
+        try:
+            req = urllib.request.Request(s.url("/v1/embeddings"), data=body,
+                                         headers={"content-type": "application/json"})
+            with urllib.request.urlopen(req, timeout=5) as r:
+                ok = r.status == 200
+                break
+        except OSError:
+            time.sleep(0.2)
+    answered_after_s = round(time.monotonic() - t0, 2)
+    for c in socks:
+        c.close()
+    # Once the hostile connections are gone, normal service.
+    time.sleep(0.5)
+    req = urllib.request.Request(s.url("/v1/embeddings"), data=body,
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        after = r.status
+    return {"hostile_connections": len(socks), "refused_at_connect": refused,
+            "legit_request_ok_while_held": ok, "answered_after_s": answered_after_s,
+            "after_release_status": after,
+            "refused_connections_metric": s.metric("tailcut_http_refused_connections_total")}
+
+
+def exp_soak(args, tmp: Path) -> dict:
+    flags = ["--precision.mode", "off", *args.flags]
+    out: dict = {"workload": "zipf", "minutes": args.minutes, "flags": flags}
+    with Tailcut(flags, tmp / "soak.log") as s:
+        rate = args.rate
+        out["rate"] = rate
+        samples = []
+        start = 0
+        for minute in range(args.minutes):
+            rep = loadgen(s.port, "zipf", rate, 60, warmup=0.0, start=start)
+            start = rep.get("next_line", 0)
+            samples.append({"minute": minute + 1, **summary(rep),
+                            "rss_mb": round(s.rss_kb() / 1024, 1)})
+            print(f"  soak minute {minute + 1}: p99 {samples[-1]['p99_ms']:.1f} ms, "
+                  f"rss {samples[-1]['rss_mb']} MB, errors {rep['sent'] - rep['ok']}", flush=True)
+        first, last = samples[:5], samples[-5:]
+        out["minutes_detail"] = samples
+        out["first_5_p99_ms"] = max(x["p99_ms"] for x in first)
+        out["last_5_p99_ms"] = max(x["p99_ms"] for x in last)
+        out["errors"] = sum(x["sent"] - x["ok"] for x in samples)
+        out["rss_mb_first"] = samples[0]["rss_mb"]
+        out["rss_mb_max"] = max(x["rss_mb"] for x in samples)
+        out["rss_mb_last"] = samples[-1]["rss_mb"]
+        out["peak_rss_mb"] = round(s.rss_kb("VmHWM") / 1024, 1)
+    return out
+
+
+def exp_cache(args, tmp: Path) -> dict:
+    out: dict = {"workload": "zipf"}
+    fp32 = fp32_only_repo(tmp)
+    with RedisServer(tmp) as redis:
+        tiers = {
+            "cache_off": ["--cache.enabled=false"],
+            "l1_only": [],
+            "l1_redis": ["--redis.enabled", "--redis.port", str(redis.port)],
+            "redis_only": ["--redis.enabled", "--redis.port", str(redis.port),
+                           "--cache.enabled=false"],
+        }
+        for name, tier_flags in tiers.items():
+            flags = ["--precision.mode", "off", *tier_flags]
+            with Tailcut(flags, tmp / f"cache-{name}.log", fp32) as s:
+                # First responses: cold cache, one request at a time.
+                first = []
+                lines = (rb.WORKLOADS_DIR / "zipf.jsonl").read_text().splitlines()
+                for line in lines[:50]:
+                    t0 = time.monotonic()
+                    req = urllib.request.Request(s.url("/v1/embeddings"), data=line.encode(),
+                                                 headers={"content-type": "application/json"})
+                    urllib.request.urlopen(req, timeout=30).read()
+                    first.append((time.monotonic() - t0) * 1000)
+                cap = capacity(s.port, "zipf", args.start_rate)
+                rep = loadgen(s.port, "zipf", args.fixed_rate, 20)
+                hits = s.metric("tailcut_cache_lookups_total", tier="l1", result="hit")
+                misses = s.metric("tailcut_cache_lookups_total", tier="l1", result="miss")
+                out[name] = {"flags": flags, "max_rate": cap,
+                             "first_50_mean_ms": round(sum(first) / len(first), 2),
+                             "at_fixed_rate": summary(rep),
+                             "l1_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+                             "l2_hits": s.metric("tailcut_l2_lookups_total", result="hit")}
+                redis_flush(redis.port)
+    # P99 of hits at the server: one text, repeated, after one miss.
+    with Tailcut(["--precision.mode", "off"], tmp / "cache-hits.log", fp32) as s:
+        body = json.dumps({"input": "What is the best way to learn machine learning?"})
+        wl = tmp / "hit.jsonl"
+        wl.write_text(body + "\n")
+        shutil.copy(wl, rb.WORKLOADS_DIR / "_hit.jsonl")
+        try:
+            rep = loadgen(s.port, "_hit", 500, 10)
+        finally:
+            (rb.WORKLOADS_DIR / "_hit.jsonl").unlink()
+        out["hit_latency_client"] = summary(rep)
+        out["hit_server_total_p99_ms"] = hist_quantile(s.metrics(), "tailcut_request_stage_duration_seconds",
+                                                       {"route": "/v1/embeddings", "stage": "total"}, 0.99)
+    out["fixed_rate"] = args.fixed_rate
+    return out
+
+
+def redis_flush(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        c.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
+        c.recv(64)
+
+
+def hist_quantile(text: str, name: str, labels: dict, q: float) -> float | None:
+    """Upper bound of the bucket holding the q-quantile of a Prometheus histogram, in ms."""
+    buckets = []
+    for line in text.splitlines():
+        if not line.startswith(name + "_bucket{"):
+            continue
+        head, _, val = line.rpartition(" ")
+        if not all(f'{k}="{v}"' in head for k, v in labels.items()):
+            continue
+        le = head.split('le="')[1].split('"')[0]
+        buckets.append((float("inf") if le == "+Inf" else float(le), float(val)))
+    if not buckets:
+        return None
+    buckets.sort()
+    total = buckets[-1][1]
+    for le, count in buckets:
+        if count >= q * total:
+            return le * 1000
+    return None
+
+
+def exp_variants(args, tmp: Path) -> dict:
+    out: dict = {}
+    names = [ln.split(":", 1)[1].strip() for ln in (rb.MODEL_DIR / "model.yaml").read_text().splitlines()
+             if ln.strip().startswith("- name:")]
+    for v in names:
+        repo = variant_repo(tmp, v)
+        with Tailcut(["--cache.enabled=false", "--precision.mode", "off"], tmp / f"variant-{v}.log",
+                     repo) as s:
+            out[v] = {}
+            for wl, rate in (("short", args.short_rate), ("medium", args.medium_rate)):
+                loadgen(s.port, wl, rate / 2, 3)
+                out[v][wl] = summary(loadgen(s.port, wl, rate, 20))
+                out[v][wl]["max_rate"] = capacity(s.port, wl, rate) if args.capacity else None
+            print(f"  {v}: {out[v]}", flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("experiment", choices=["capacity", "load-step", "overload", "soak", "cache", "variants"])
+    ap.add_argument("--workload", default="short")
+    ap.add_argument("--start-rate", type=float, default=200)
+    ap.add_argument("--sustainable", type=float, default=0, help="overload: skip the capacity search")
+    ap.add_argument("--seconds", type=float, default=60, help="overload: seconds per overload level")
+    ap.add_argument("--low", type=float, default=100)
+    ap.add_argument("--high", type=float, default=900)
+    ap.add_argument("--phase-s", type=float, default=30)
+    ap.add_argument("--minutes", type=int, default=30)
+    ap.add_argument("--rate", type=float, default=500, help="soak: offered rate")
+    ap.add_argument("--fixed-rate", type=float, default=300, help="cache: common fixed rate")
+    ap.add_argument("--short-rate", type=float, default=300)
+    ap.add_argument("--medium-rate", type=float, default=40)
+    ap.add_argument("--capacity", action="store_true", help="variants: also search each one's capacity")
+    ap.add_argument("--flags", nargs="*", default=[], help="extra `tailcut serve` flags")
+    args = ap.parse_args()
+    for name, path in rb.BIN.items():
+        if not Path(path).exists():
+            raise SystemExit(f"{path} is missing: run `make build`")
+    if not (rb.WORKLOADS_DIR / "short.jsonl").exists():
+        raise SystemExit("bench/workloads/ is missing: run `bench/setup.sh`")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"tailcut-{args.experiment}-"))
+    load = os.getloadavg()
+    t0 = time.monotonic()
+    try:
+        fn = {"capacity": exp_capacity, "load-step": exp_load_step, "overload": exp_overload,
+              "soak": exp_soak, "cache": exp_cache, "variants": exp_variants}[args.experiment]
+        result = fn(args, tmp)
+    finally:
+        rb.stop_all()
+    result["machine"] = rb.machine_note()
+    result["loadavg_before"] = load
+    result["seconds"] = round(time.monotonic() - t0, 1)
+    result["command"] = "bench/experiments.py " + " ".join(sys.argv[1:])
+    path = RESULTS / f"{args.experiment}-{datetime.now().strftime('%Y-%m-%d-%H%M')}.json"
+    path.write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("minutes_detail",)}, indent=1)[:6000])
+    print(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+    raise SystemExit(main())
