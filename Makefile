@@ -2,9 +2,13 @@
 # idempotent and takes a few seconds once everything is in place.
 BUILD ?= build
 PYTHON := .venv/bin/python
+BENCH_PYTHON := .venv-bench/bin/python
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 20
 export TAILCUT_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: setup build run embed-sample test unit-test py-test bench-engine format clean
+.PHONY: setup build run embed-sample test unit-test py-test bench-engine bench bench-quick bench-setup format clean \
+        fuzz fuzz-smoke sanitize
 
 setup:
 	scripts/setup.sh --build-dir $(BUILD)
@@ -32,8 +36,39 @@ py-test:
 bench-engine: setup
 	$(BUILD)/tailcut bench-engine
 
+# Side-by-side benchmark (BENCHMARKS.md): tailcut, the Python stacks and the engine ceiling on
+# the same workloads. Writes bench/results/<date>.json, plots, and BENCHMARKS.md's generated
+# section. About 20 minutes; bench-quick about 3. Extra options: BENCH_ARGS="--systems ...".
+bench: bench-setup
+	$(BENCH_PYTHON) bench/run_bench.py --command "make bench" $(BENCH_ARGS)
+
+bench-quick: bench-setup
+	$(BENCH_PYTHON) bench/run_bench.py --quick --command "make bench-quick" $(BENCH_ARGS)
+
+# The benchmark's own Python environment (.venv-bench) and workloads (bench/workloads/).
+bench-setup: setup
+	bench/setup.sh
+
+# Sanitizer builds (build-asan/, build-tsan/: clang, ASan+UBSan and TSan) and their tests;
+# CI runs this after `make test`.
+sanitize: setup
+	scripts/ci_sanitizers.sh
+
+# libFuzzer targets in $(FUZZ_BUILD)/fuzz/ (clang, ASan+UBSan); README, "Fuzzing".
+fuzz:
+	scripts/setup.sh --no-build
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+	  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+	  -DTAILCUT_FUZZ=ON -DTAILCUT_BUILD_TESTS=OFF -DTAILCUT_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD) --parallel --target fuzz_targets
+
+# Each fuzz target for FUZZ_SECONDS on its corpus, after replaying its regressions.
+fuzz-smoke: fuzz
+	FUZZ_BUILD=$(abspath $(FUZZ_BUILD)) scripts/fuzz_smoke.sh $(FUZZ_SECONDS)
+
 format:
-	find src tests bench -name '*.cc' -o -name '*.h' | xargs clang-format -i
+	find src tests bench fuzz -name '*.cc' -o -name '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

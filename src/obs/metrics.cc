@@ -170,8 +170,11 @@ void Family<M>::Serialize(std::string* out, MetricType type) const {
       }
       *out += name_ + "_sum" + LabelText(label_names_, values) + " " + FormatNumber(metric->sum()) +
               "\n";
+      // The +Inf bucket of the same snapshot, not count(): Observe() updates the bucket and
+      // the count one after the other, so a scrape in between would show them unequal, which
+      // the exposition format forbids (seen under ASan, where the window is wider).
       *out += name_ + "_count" + LabelText(label_names_, values) + " " +
-              std::to_string(metric->count()) + "\n";
+              std::to_string(counts.back()) + "\n";
     } else {
       *out += name_ + LabelText(label_names_, values) + " " + FormatNumber(metric->value()) + "\n";
     }

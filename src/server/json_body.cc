@@ -18,10 +18,12 @@ Result<nlohmann::json> ParseJsonObject(std::string_view body) {
   if (body.empty()) return Status::InvalidArgument("request body is empty; expected a JSON object");
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    // Re-parse with exceptions only on the error path, for a message with a position.
+    // Re-parse with exceptions only on the error path, for a message with a position. Catch
+    // them all: a number too large for a double ("1e400") is out_of_range, not parse_error,
+    // and one escaping here would end the IO thread and the process.
     try {
       const nlohmann::json unused = nlohmann::json::parse(body);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(std::string("request body is not valid JSON: ") + e.what());
     }
     return Status::InvalidArgument("request body is not valid JSON");

@@ -19,8 +19,10 @@ uint16_t FloatToHalf(float f) {
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // Overflow to Inf.
   if (abs < 0x38800000u) {  // Subnormal half or zero.
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    // value = mant * 2^(e - 150) and a half subnormal counts units of 2^-24, so the half is
+    // mant >> (126 - e): shift + 1 bits, with `halfway` the highest bit shifted out.
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - static_cast<int>(abs >> 23);
+    const int shift = 125 - static_cast<int>(abs >> 23);
     uint32_t half = mant >> (shift + 1);
     const uint32_t rem = mant & ((1u << (shift + 1)) - 1);
     const uint32_t halfway = 1u << shift;

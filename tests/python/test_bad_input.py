@@ -147,6 +147,11 @@ CASES: dict[str, Case] = {
     "openai invalid utf-8": post(E, b'{"input": "caf\xc3\x28"}', 400, "not valid JSON", "UTF-8"),
     "openai lone surrogate escape": post(E, '{"input": "\\ud800"}', 400, "not valid JSON",
                                          "surrogate"),
+    # Beyond a double: nlohmann::json reports it as out_of_range, not parse_error (this used
+    # to end the server; found by fuzz_openai_json).
+    "openai number overflow": post(E, '{"input": "hi", "dimensions": 1e400}', 400,
+                                   "not valid JSON", "number overflow"),
+    "kserve number overflow": post(K, '{"inputs": [], "id": -1e999}', 400, "not valid JSON"),
     "openai too many inputs": post(E, {"input": ["a"] * (MAX_INPUTS + 1)}, 413,
                                    f"{MAX_INPUTS + 1} inputs", f"limit is {MAX_INPUTS}"),
     "openai bad timeout header": post(E, {"input": "hi"}, 400, "X-Request-Timeout-Ms",

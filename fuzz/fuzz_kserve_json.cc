@@ -1,0 +1,99 @@
+// Fuzz target: the body of POST /v2/models/{name}/infer (KServe v2 JSON tensors), sent to the
+// fake text-embedding model (BYTES input of texts) and to the fake tensor model (typed tensors
+// through ParseKServeTensor, echoed back through AppendKServeTensor).
+//
+// Extra oracle: every input tensor that ParseKServeTensor() accepts must survive
+// AppendKServeTensor() -> JSON -> ParseKServeTensor() unchanged (finite values; JSON cannot
+// carry the others), which checks the integer range checks and the FP16 conversions against
+// each other.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fuzz/json_route_target.h"
+#include "server/kserve_api.h"
+
+namespace {
+
+using tailcut::DataType;
+using tailcut::Tensor;
+using tailcut::fuzz::Check;
+
+// Whether every element is finite (integers and booleans always are).
+bool AllFinite(const Tensor& t) {
+  const size_t n = t.data.size() / tailcut::DataTypeSize(t.type);
+  for (size_t i = 0; i < n; ++i) {
+    switch (t.type) {
+      case DataType::kFp16:
+        if (!std::isfinite(tailcut::HalfToFloat(t.As<uint16_t>()[i]))) return false;
+        break;
+      case DataType::kFp32:
+        if (!std::isfinite(t.As<float>()[i])) return false;
+        break;
+      case DataType::kFp64:
+        if (!std::isfinite(t.As<double>()[i])) return false;
+        break;
+      default:
+        return true;
+    }
+  }
+  return true;
+}
+
+// Element-wise equality; floats by value, so -0 and 0 (JSON writes "-0", read back as the
+// integer 0) compare equal.
+bool SameData(const Tensor& a, const Tensor& b) {
+  if (a.data.size() != b.data.size()) return false;
+  const size_t n = a.data.size() / tailcut::DataTypeSize(a.type);
+  for (size_t i = 0; i < n; ++i) {
+    switch (a.type) {
+      case DataType::kFp16:
+        if (tailcut::HalfToFloat(a.As<uint16_t>()[i]) != tailcut::HalfToFloat(b.As<uint16_t>()[i]))
+          return false;
+        break;
+      case DataType::kFp32:
+        if (a.As<float>()[i] != b.As<float>()[i]) return false;
+        break;
+      case DataType::kFp64:
+        if (a.As<double>()[i] != b.As<double>()[i]) return false;
+        break;
+      default:
+        return std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0;
+    }
+  }
+  return true;
+}
+
+void CheckTensorRoundTrip(const nlohmann::json& body) {
+  if (!body.is_object()) return;
+  auto inputs = body.find("inputs");
+  if (inputs == body.end() || !inputs->is_array()) return;
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    auto parsed = tailcut::ParseKServeTensor((*inputs)[i], i);
+    if (!parsed.ok() || !AllFinite(*parsed)) continue;
+    std::string text;
+    tailcut::AppendKServeTensor(*parsed, &text);
+    const auto written = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    Check(!written.is_discarded(), "AppendKServeTensor wrote invalid JSON");
+    auto again = tailcut::ParseKServeTensor(written, i);
+    Check(again.ok(), "a tensor AppendKServeTensor wrote does not parse back");
+    Check(
+        again->name == parsed->name && again->type == parsed->type && again->shape == parsed->shape,
+        "a tensor's name, datatype or shape changed in a round trip");
+    Check(SameData(*parsed, *again), "a tensor's values changed in a round trip");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static tailcut::fuzz::HttpHarness harness;
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  tailcut::fuzz::PostJson(harness, {"/v2/models/all-MiniLM-L6-v2/infer", "/v2/models/echo/infer"},
+                          body);
+  CheckTensorRoundTrip(nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false));
+  return 0;
+}

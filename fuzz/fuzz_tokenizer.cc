@@ -1,0 +1,118 @@
+// Fuzz target: WordPieceTokenizer::Encode() on arbitrary bytes (invalid UTF-8 included) with
+// the all-MiniLM-L6-v2 tokenizer.json, and options taken from the input's first two bytes.
+//
+// Input layout: byte 0 picks max_length_tokens (a few edge values, else the byte itself),
+// byte 1 bit 0 sets truncate, the rest is the text.
+//
+// Oracles: errors only where the contract allows them (a bad limit: InvalidArgument; too long
+// without truncation: PayloadTooLarge); results start with [CLS] (101), end with [SEP] (102),
+// fit the limit, hold only ids below the vocabulary size, and are a prefix of the same text
+// encoded at the model's maximum (truncation cuts the end, and the early stop that skips
+// normalising the rest of a long text must not change what comes before the cut).
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "text/wordpiece_tokenizer.h"
+
+namespace {
+
+void Check(bool ok, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "fuzz oracle failed: %s\n", what);
+  std::abort();
+}
+
+const tailcut::WordPieceTokenizer& Tokenizer() {
+  static const std::unique_ptr<tailcut::WordPieceTokenizer> tokenizer = [] {
+    // The default model's file, as scripts/setup.sh exports it; overridable for other trees.
+    const char* env = std::getenv("TAILCUT_FUZZ_TOKENIZER_JSON");
+    const std::string path =
+        env ? env : std::string(TAILCUT_SOURCE_DIR) + "/models/all-MiniLM-L6-v2/tokenizer.json";
+    auto t = tailcut::WordPieceTokenizer::FromTokenizerJson(path);
+    if (!t.ok()) {
+      std::fprintf(stderr, "fuzz_tokenizer: %s (run scripts/setup.sh)\n",
+                   t.status().ToString().c_str());
+      std::abort();
+    }
+    return std::move(t).value();
+  }();
+  return *tokenizer;
+}
+
+int MaxLengthFromByte(uint8_t b) {
+  switch (b) {
+    case 0:
+      return 0;  // The model's maximum.
+    case 1:
+      return -1;
+    case 2:
+      return 1;  // Fewer than the two special tokens.
+    case 3:
+      return 2;  // Room for no text at all.
+    case 4:
+      return 256;
+    case 5:
+      return 257;  // Clamped to the maximum.
+    case 6:
+      return 100000;
+    default:
+      return b;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const auto& tok = Tokenizer();
+  if (size < 2) return 0;
+  tailcut::EncodeOptions options;
+  options.max_length_tokens = MaxLengthFromByte(data[0]);
+  options.truncate = data[1] & 1;
+  const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
+
+  const int max = tok.max_length();
+  const int limit = options.max_length_tokens == 0 ? max : std::min(options.max_length_tokens, max);
+  const int64_t cls = tok.TokenToId("[CLS]");
+  const int64_t sep = tok.TokenToId("[SEP]");
+  Check(cls == 101 && sep == 102, "[CLS] and [SEP] are 101 and 102 in this vocabulary");
+
+  auto result = tok.Encode(text, options);
+  if (options.max_length_tokens < 0 || limit < 2) {
+    Check(!result.ok() && result.status().code() == tailcut::Status::Code::kInvalidArgument,
+          "a bad max_length_tokens must be InvalidArgument");
+    return 0;
+  }
+  // The reference: the whole text at the model's maximum, truncated.
+  auto full = tok.Encode(text, tailcut::EncodeOptions{});
+  Check(full.ok(), "encoding with truncation at the model maximum must not fail");
+  const auto& ref = full->ids;
+
+  if (!result.ok()) {
+    Check(!options.truncate && result.status().code() == tailcut::Status::Code::kPayloadTooLarge,
+          "only an over-long text without truncation may fail");
+    // Too long for `limit`: the reference has more pieces than fit, or was cut itself.
+    Check(full->truncated || ref.size() > static_cast<size_t>(limit),
+          "PayloadTooLarge for a text that fits");
+    return 0;
+  }
+  const auto& ids = result->ids;
+  Check(ids.size() >= 2 && ids.front() == cls && ids.back() == sep, "ids must be [CLS] ... [SEP]");
+  Check(ids.size() <= static_cast<size_t>(limit), "more ids than the limit");
+  for (int64_t id : ids) {
+    Check(id >= 0 && static_cast<size_t>(id) < tok.vocab_size(), "an id outside the vocabulary");
+  }
+  Check(!result->truncated || ids.size() == static_cast<size_t>(limit),
+        "a truncated encoding must fill the limit exactly");
+  Check(options.truncate || !result->truncated, "truncated although truncation is off");
+  // Pieces (without [SEP]) must be a prefix of the reference's; all of them when not cut.
+  const size_t pieces = ids.size() - 1;
+  Check(pieces <= ref.size() - 1 && std::equal(ids.begin(), ids.begin() + pieces, ref.begin()),
+        "the encoding is not a prefix of the text's encoding at the model maximum");
+  if (!result->truncated) Check(ids == ref, "an uncut encoding differs from the reference");
+  return 0;
+}

@@ -1,0 +1,61 @@
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "server/kserve_api.h"
+
+namespace tailcut {
+namespace {
+
+// Every finite half survives HalfToFloat -> FloatToHalf. FloatToHalf used to shift
+// subnormals one bit too far, halving them (2^-24 became 0; found by fuzz_kserve_json's round
+// trip check).
+TEST(HalfFloatTest, EveryFiniteHalfRoundTrips) {
+  int mismatches = 0;
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    if (FloatToHalf(f) != h) {
+      ADD_FAILURE() << "half 0x" << std::hex << h << " -> " << f << " -> 0x" << FloatToHalf(f);
+      if (++mismatches == 5) break;
+    }
+  }
+}
+
+TEST(HalfFloatTest, SubnormalsRoundToNearestEven) {
+  const float unit = std::ldexp(1.0f, -24);  // The smallest half subnormal.
+  EXPECT_EQ(FloatToHalf(unit), 0x0001);
+  EXPECT_EQ(FloatToHalf(-unit), 0x8001);
+  EXPECT_EQ(FloatToHalf(unit / 2), 0x0000);                          // A tie: to even (zero).
+  EXPECT_EQ(FloatToHalf(unit * 0.5000001f), 0x0001);                 // Just above the tie.
+  EXPECT_EQ(FloatToHalf(unit * 1.5f), 0x0002);                       // A tie: to even.
+  EXPECT_EQ(FloatToHalf(unit * 2.5f), 0x0002);                       // A tie: to even.
+  EXPECT_EQ(FloatToHalf(6.1e-5f), 0x03ff);                           // The largest subnormal.
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14) - unit / 4), 0x0400);  // Rounds up to normal.
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);             // The smallest normal.
+}
+
+TEST(HalfFloatTest, NormalsAndSpecials) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);  // Rounds past the largest half: infinity.
+  EXPECT_EQ(FloatToHalf(INFINITY), 0x7c00);
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
+}
+
+TEST(ParseKServeTensorTest, Fp16SubnormalIsConvertedExactly) {
+  const auto input = nlohmann::json::parse(
+      R"({"name": "h", "datatype": "FP16", "shape": [2], "data": [5.9604644775390625e-08, 6.1e-05]})");
+  auto t = ParseKServeTensor(input, 0);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->data.size(), 4u);
+  EXPECT_EQ(t->As<uint16_t>()[0], 0x0001);
+  EXPECT_EQ(t->As<uint16_t>()[1], 0x03ff);
+}
+
+}  // namespace
+}  // namespace tailcut
