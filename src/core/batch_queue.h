@@ -30,11 +30,16 @@ namespace tailcut {
 
 struct BatchQueueOptions {
   // Most rows (texts) in one batch. Larger batches raise throughput under load but make each
-  // batch, and so every request in it, slower; on CPU the gain flattens past 16-32.
-  int64_t max_batch_size = 32;
+  // batch, and so every request in it, slower. With max_batch_tokens as the real bound this
+  // only caps batches of very short texts (64 x 8 tokens).
+  int64_t max_batch_size = 64;
   // Most padded tokens (rows x longest length) in one batch; bounds one batch's compute time
-  // when long texts arrive. 0 = no limit. A single task longer than this still runs alone.
-  int64_t max_batch_tokens = 2048;
+  // whatever the text lengths. 0 = no limit. A single task longer than this still runs alone.
+  // On the 2-core reference machine the engine's throughput peaks at about 512 tokens per
+  // batch for every length (16 x 32, 64 x 8, 128 x 4) and a batch that size takes ~30 ms,
+  // a third of the 86 ms SLO; larger batches add latency and lose throughput
+  // (BENCHMARKS.md, "Engine ceiling"). Scale it with the machine's speed.
+  int64_t max_batch_tokens = 512;
   // How long the oldest task may wait for its batch to fill. 0 = run whatever is queued as
   // soon as a worker is free (batches still grow under load while the worker is busy).
   // Raise it to trade latency at light load for larger batches.

@@ -4,6 +4,9 @@ Every location can be overridden by an environment variable so CI and developers
 tests at other folders:
   TAILCUT_MODEL_DIR  the model folder  (default <repo>/models/all-MiniLM-L6-v2)
   TAILCUT_BUILD_DIR  the CMake build   (default <repo>/build)
+  TAILCUT_TEST_TIME_SCALE  how much slower than the optimised build the server under test is
+                     (default 1; scripts/ci_sanitizers.sh sets it for the ASan and TSan builds):
+                     scales the few allowances that are about timing, never what is checked
 Shared data sets live beside the repository, in <repo>/../shared/data.
 """
 
@@ -23,6 +26,10 @@ def model_dir() -> Path:
 
 def build_dir() -> Path:
     return Path(os.environ.get("TAILCUT_BUILD_DIR") or REPO_ROOT / "build")
+
+
+def time_scale() -> float:
+    return float(os.environ.get("TAILCUT_TEST_TIME_SCALE") or 1.0)
 
 
 def shared_data_dir() -> Path:
