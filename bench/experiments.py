@@ -15,6 +15,9 @@ generator and prints (and saves) a JSON report for BENCHMARKS.md:
               and first-response latency and QPS multi-level vs single tier (issue: cache)
   variants    per precision variant: P99 at fixed rates through the server, short and medium
               texts (issue: quantization)
+  faults      verified load (every vector checked) while Redis is killed, paused and
+              restarted, the model file is replaced and reloaded, and SIGTERM arrives: failed
+              and wrong answers per fault (issue: hardening)
 
 Run them on a quiet machine, e.g. `.venv-bench/bin/python bench/experiments.py overload`.
 Results go to bench/results/<experiment>-<date>.json.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -106,6 +110,9 @@ class RedisServer:
         self.dir = tmp
 
     def __enter__(self):
+        return self.start()
+
+    def start(self):
         self.proc = rb._spawn(["redis-server", "--port", str(self.port), "--save", "",
                                "--appendonly", "no", "--dir", str(self.dir)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -119,6 +126,10 @@ class RedisServer:
 
     def __exit__(self, *exc):
         rb._stop(self.proc)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
 
 
 def fp32_only_repo(tmp: Path) -> Path:
@@ -253,6 +264,35 @@ def exp_load_step(args, tmp: Path) -> dict:
     return out
 
 
+def plot_load_step(result: dict, png: Path) -> None:
+    """Per-second P99 (controller vs pinned FP32) over the offered rate, with the variant the
+    controller served shaded."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, ax_rate) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 1]})
+    for label, color in (("controller", "tab:blue"), ("pinned_fp32", "tab:red")):
+        tl = result[label]["timeline"]
+        ax.plot([r["second"] for r in tl], [r["p99_ms"] for r in tl], color=color,
+                label={"controller": "controller (slo)", "pinned_fp32": "pinned FP32"}[label])
+    samples = result["controller"]["variant_samples"]
+    for a, b in zip(samples, samples[1:]):
+        if a["variant"] and a["variant"] != "fp32":
+            ax.axvspan(a["t"], b["t"], color="tab:green", alpha=0.15, lw=0)
+    ax.axhline(SLO_MS, color="grey", ls="--", lw=1, label=f"SLO {SLO_MS:g} ms")
+    ax.set_ylabel("P99 per second (ms)")
+    ax.set_title(f"load step on '{result['workload']}': shaded = controller serving int8")
+    ax.legend(loc="upper left")
+    tl = result["controller"]["timeline"]
+    ax_rate.step([r["second"] for r in tl], [r["offered"] for r in tl], where="post", color="black")
+    ax_rate.set_ylabel("offered req/s")
+    ax_rate.set_xlabel("second")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
 def exp_overload(args, tmp: Path) -> dict:
     flags = ["--cache.enabled=false", "--precision.mode", "off", *args.flags]
     out: dict = {"workload": args.workload, "flags": flags}
@@ -261,13 +301,32 @@ def exp_overload(args, tmp: Path) -> dict:
         out["sustainable_rate"] = sustainable
         base_rss = s.rss_kb()
         for factor in (2, 5):
+            # Enough client connections that the server, not the client's pool, decides what
+            # waits: with 256 the excess queues inside the load generator (an open-loop client
+            # with bounded concurrency), and every latency then includes that client-side
+            # backlog. 1,000 stays under server.max_connections (1,024).
+            scrape = s.metrics()
             rep = loadgen(s.port, args.workload, sustainable * factor, args.seconds, warmup=0.0,
-                          timeline=True)
+                          timeline=True, connections=args.connections)
+            during = s.metrics()
             # Recovery: back to 70 % at once; per-second P99 shows how soon it is normal.
             rec = loadgen(s.port, args.workload, sustainable * 0.7, 20, warmup=0.0,
                           timeline=True)
             out[f"x{factor}"] = {
                 **summary(rep),
+                "connections": args.connections,
+                "max_connections_used": rep.get("max_connections_used"),
+                # At the server, this phase only (bucket upper bounds): time in the model's
+                # queue, and read-to-response-ready for every answer (200 and 429 alike).
+                "server_queue_p99_ms": hist_quantile(during, "tailcut_stage_duration_seconds",
+                                                     {"stage": "queue"}, 0.99, since=scrape),
+                "server_total_p50_ms": hist_quantile(during, "tailcut_request_stage_duration_seconds",
+                                                     {"route": "/v1/embeddings", "stage": "total"},
+                                                     0.50, since=scrape),
+                "server_total_p99_ms": hist_quantile(during, "tailcut_request_stage_duration_seconds",
+                                                     {"route": "/v1/embeddings", "stage": "total"},
+                                                     0.99, since=scrape),
+                "rejected_429": s.metric("tailcut_queue_rejected_total"),
                 "peak_rss_mb": round(s.rss_kb("VmHWM") / 1024, 1),
                 "recovery_p99_by_second": [r["latency_ms"].get("p99") for r in rec["timeline"]],
                 "recovery": summary(rec),
@@ -403,9 +462,9 @@ def redis_flush(port: int) -> None:
         c.recv(64)
 
 
-def hist_quantile(text: str, name: str, labels: dict, q: float) -> float | None:
-    """Upper bound of the bucket holding the q-quantile of a Prometheus histogram, in ms."""
-    buckets = []
+def hist_buckets(text: str, name: str, labels: dict) -> dict[float, float]:
+    """Cumulative bucket counts of a Prometheus histogram, by upper bound (seconds)."""
+    out: dict[float, float] = {}
     for line in text.splitlines():
         if not line.startswith(name + "_bucket{"):
             continue
@@ -413,10 +472,20 @@ def hist_quantile(text: str, name: str, labels: dict, q: float) -> float | None:
         if not all(f'{k}="{v}"' in head for k, v in labels.items()):
             continue
         le = head.split('le="')[1].split('"')[0]
-        buckets.append((float("inf") if le == "+Inf" else float(le), float(val)))
-    if not buckets:
+        le_f = float("inf") if le == "+Inf" else float(le)
+        out[le_f] = out.get(le_f, 0.0) + float(val)
+    return out
+
+
+def hist_quantile(text: str, name: str, labels: dict, q: float,
+                  since: str | None = None) -> float | None:
+    """Upper bound of the bucket holding the q-quantile of a Prometheus histogram, in ms;
+    with `since` (an earlier scrape), of the observations made after it."""
+    now = hist_buckets(text, name, labels)
+    before = hist_buckets(since, name, labels) if since else {}
+    buckets = sorted((le, n - before.get(le, 0.0)) for le, n in now.items())
+    if not buckets or buckets[-1][1] <= 0:
         return None
-    buckets.sort()
     total = buckets[-1][1]
     for le, count in buckets:
         if count >= q * total:
@@ -441,9 +510,154 @@ def exp_variants(args, tmp: Path) -> dict:
     return out
 
 
+# --- faults -------------------------------------------------------------------------------------
+class VerifiedLoad:
+    """Closed-loop clients (keep-alive, 1-4 inputs per request, 60 % from a hot set, the rest
+    fresh texts so that every fault also meets cache misses) that keep every answer, so each
+    vector can be checked afterwards against a reference server. Outcomes are counted per
+    phase: ok, failed (non-200 or transport error, with the reason) and, after checking,
+    wrong."""
+
+    def __init__(self, port: int, hot: list[str], clients: int = 8):
+        self.port, self.hot, self.clients = port, hot, clients
+        self.phase = "baseline"
+        self.answers: list[tuple[str, list[str], list[list[float]]]] = []
+        self.failures: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True)
+                        for i in range(clients)]
+
+    def _client(self, i: int) -> None:
+        import http.client
+        import random
+        rng = random.Random(i)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            texts = [rng.choice(self.hot) if rng.random() < 0.6 else
+                     f"fault probe {i}-{n}-{k}: " + rng.choice(self.hot) for k in range(rng.randint(1, 4))]
+            phase = self.phase
+            try:
+                conn.request("POST", "/v1/embeddings", json.dumps({"input": texts}),
+                             {"content-type": "application/json"})
+                r = conn.getresponse()
+                body = r.read()
+                if r.status != 200:
+                    raise RuntimeError(f"HTTP {r.status}: {body[:120]!r}")
+                rows = [d["embedding"] for d in json.loads(body)["data"]]
+                with self.lock:
+                    self.answers.append((phase, texts, rows))
+            except Exception as e:  # noqa: BLE001  (every failure is counted, none is fatal)
+                with self.lock:
+                    self.failures.append((phase, f"{type(e).__name__}: {str(e)[:160]}"))
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                time.sleep(0.05)
+        conn.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+
+
+def reference_vectors(texts: list[str], tmp: Path) -> dict[str, list[float]]:
+    """Each text alone, cache off, FP32: what every answer must equal."""
+    out = {}
+    with Tailcut(["--cache.enabled=false", "--precision.mode", "off"], tmp / "faults-reference.log",
+                 fp32_only_repo(tmp)) as ref:
+        for t in texts:
+            req = urllib.request.Request(ref.url("/v1/embeddings"), data=json.dumps({"input": t}).encode(),
+                                         headers={"content-type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                out[t] = json.loads(r.read())["data"][0]["embedding"]
+    return out
+
+
+def exp_faults(args, tmp: Path) -> dict:
+    import math
+    lines = (rb.WORKLOADS_DIR / "zipf.jsonl").read_text().splitlines()
+    hot = sorted({t for ln in lines[:400] for t in ([json.loads(ln)["input"]]
+                  if isinstance(json.loads(ln)["input"], str) else json.loads(ln)["input"])})[:150]
+    # A private copy of the fp32 model file, so that replacing it leaves models/ alone.
+    repo = fp32_only_repo(tmp / "faults")
+    model = repo / rb.MODEL_DIR.name / "model.onnx"
+    shutil.copy(model.resolve(), tmp / "model-copy.onnx")
+    os.replace(tmp / "model-copy.onnx", model)
+    admin = "faults-admin-key"
+    timeline: list[dict] = []
+    with RedisServer(tmp) as redis:
+        # L1 off so that every lookup goes to Redis: the faults hit every request.
+        flags = ["--precision.mode", "off", "--cache.enabled=false", "--redis.enabled",
+                 "--redis.port", str(redis.port), "--auth.admin_keys", admin,
+                 "--server.shutdown_grace_millis", "10000"]
+        s = Tailcut(flags, tmp / "faults.log", repo).__enter__()
+        load = VerifiedLoad(s.port, hot, args.clients).__enter__()
+
+        def phase(name: str, seconds: float) -> None:
+            load.phase = name
+            timeline.append({"phase": name, "t": time.monotonic()})
+            print(f"  faults: {name}", flush=True)
+            time.sleep(seconds)
+
+        phase("baseline", args.phase_s)
+        redis.kill()
+        phase("redis_killed", 3)
+        redis.start()
+        phase("redis_restarted", args.phase_s)
+        redis.proc.send_signal(signal.SIGSTOP)
+        phase("redis_paused", 3)
+        redis.proc.send_signal(signal.SIGCONT)
+        phase("redis_resumed", args.phase_s)
+        # Replace the model file (new inode, same weights) and reload it under load.
+        shutil.copy(rb.MODEL_DIR / "model.onnx", tmp / "model-new.onnx")
+        os.replace(tmp / "model-new.onnx", model)
+        load.phase = "model_reload"
+        req = urllib.request.Request(s.url("/admin/models/default/reload"), data=b"", method="POST",
+                                     headers={"authorization": f"Bearer {admin}"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            reload_status = r.status
+        phase("model_reload", args.phase_s)
+        phase("before_sigterm", 2)
+        load.phase = "after_sigterm"
+        s.proc.send_signal(signal.SIGTERM)
+        exit_code = s.proc.wait(60)
+        load.__exit__()
+        s.log_file.close()
+    texts = sorted({t for _, ts, _ in load.answers for t in ts})
+    print(f"  faults: checking {len(load.answers)} answers ({len(texts)} distinct texts)", flush=True)
+    ref = reference_vectors(texts, tmp)
+    per: dict[str, dict] = {}
+    for ph, ts, rows in load.answers:
+        row = per.setdefault(ph, {"ok": 0, "wrong": 0, "failed": 0, "failures": {}})
+        worst = max(max(abs(a - b) for a, b in zip(v, ref[t])) for t, v in zip(ts, rows))
+        if worst > 1e-5 or any(not math.isfinite(x) for v in rows for x in v):
+            row["wrong"] += 1
+        else:
+            row["ok"] += 1
+    for ph, why in load.failures:
+        row = per.setdefault(ph, {"ok": 0, "wrong": 0, "failed": 0, "failures": {}})
+        row["failed"] += 1
+        key = why.split(":")[0] if not why.startswith("RuntimeError: HTTP") else why[:40]
+        row["failures"][key] = row["failures"].get(key, 0) + 1
+    return {"clients": args.clients, "phase_s": args.phase_s, "per_phase": per,
+            "reload_status": reload_status, "exit_code_after_sigterm": exit_code,
+            "answers": len(load.answers), "distinct_texts": len(texts),
+            "wrong_total": sum(p["wrong"] for p in per.values()),
+            "failed_before_sigterm": sum(p["failed"] for k, p in per.items() if k != "after_sigterm")}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["capacity", "load-step", "overload", "soak", "cache", "variants"])
+    ap.add_argument("experiment", choices=["capacity", "load-step", "overload", "soak", "cache", "variants",
+                                                   "faults"])
     ap.add_argument("--workload", default="short")
     ap.add_argument("--start-rate", type=float, default=200)
     ap.add_argument("--sustainable", type=float, default=0, help="overload: skip the capacity search")
@@ -457,8 +671,13 @@ def main() -> int:
     ap.add_argument("--short-rate", type=float, default=300)
     ap.add_argument("--medium-rate", type=float, default=40)
     ap.add_argument("--capacity", action="store_true", help="variants: also search each one's capacity")
-    ap.add_argument("--flags", nargs="*", default=[], help="extra `tailcut serve` flags")
+    ap.add_argument("--connections", type=int, default=1000,
+                    help="overload: load-generator connections during the overload phases")
+    ap.add_argument("--clients", type=int, default=8, help="faults: closed-loop client threads")
+    ap.add_argument("--flags", default="",
+                    help='extra `tailcut serve` flags, one string: --flags="--threads 1"')
     args = ap.parse_args()
+    args.flags = shlex.split(args.flags)
     for name, path in rb.BIN.items():
         if not Path(path).exists():
             raise SystemExit(f"{path} is missing: run `make build`")
@@ -470,7 +689,8 @@ def main() -> int:
     t0 = time.monotonic()
     try:
         fn = {"capacity": exp_capacity, "load-step": exp_load_step, "overload": exp_overload,
-              "soak": exp_soak, "cache": exp_cache, "variants": exp_variants}[args.experiment]
+              "soak": exp_soak, "cache": exp_cache, "variants": exp_variants,
+              "faults": exp_faults}[args.experiment]
         result = fn(args, tmp)
     finally:
         rb.stop_all()
@@ -480,6 +700,8 @@ def main() -> int:
     result["command"] = "bench/experiments.py " + " ".join(sys.argv[1:])
     path = RESULTS / f"{args.experiment}-{datetime.now().strftime('%Y-%m-%d-%H%M')}.json"
     path.write_text(json.dumps(result, indent=1))
+    if args.experiment == "load-step":
+        plot_load_step(result, path.with_suffix(".png"))
     print(json.dumps({k: v for k, v in result.items() if k not in ("minutes_detail",)}, indent=1)[:6000])
     print(f"saved {path}")
     return 0
