@@ -25,7 +25,6 @@ Run:  .venv/bin/python -m pytest tests/python/test_variants.py -q
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -40,6 +39,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 from evaluate_variants import read_variants  # noqa: E402
+from variant_data import sha256_file  # noqa: E402
 
 GOLDEN = REPO_ROOT / "tests" / "data" / "golden_minilm.json"
 BATCH = 16
@@ -53,14 +53,6 @@ COSINE_THRESHOLDS = {
 # Minimum cosine between a text embedded alone and inside a padded batch.
 BATCH_INVARIANCE_MIN = {"int8-dynamic": 0.94, "int8-static": 0.9999, "fp16": 0.9999}
 EXPECTED = ("int8-dynamic", "int8-static", "fp16")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @pytest.fixture(scope="module")
