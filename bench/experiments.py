@@ -49,37 +49,23 @@ RESULTS = rb.RESULTS_DIR
 
 
 # --- servers ------------------------------------------------------------------------------------
-class Tailcut:
-    """One `tailcut serve` on a free loopback port."""
+class Tailcut(rb.Server):
+    """One `tailcut serve` on a free loopback port (run_bench's Server: start-up, readiness
+    and stop), as a context manager with metric helpers."""
 
     def __init__(self, flags: list[str], log: Path, repository: Path | None = None):
-        self.port = rb.free_port()
-        self.log = log
-        self.argv = [str(rb.BIN["tailcut"]), "serve", "--host", "127.0.0.1", "--port",
-                     str(self.port), "--model-repository",
-                     str(repository or rb.MODEL_DIR.parent), *flags]
-        self.proc: subprocess.Popen | None = None
+        repo = str(repository or rb.MODEL_DIR.parent)
+        system = rb.System("tailcut", "tailcut", " ".join(flags), lambda port: [
+            str(rb.BIN["tailcut"]), "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--model-repository", repo, *flags])
+        super().__init__(system, log)
 
     def __enter__(self):
-        self.log_file = open(self.log, "w")  # noqa: SIM115
-        self.proc = rb._spawn(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tailcut exited: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url("/v2/health/ready"), timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("tailcut not ready")
+        self.start()
+        return self
 
     def __exit__(self, *exc):
-        if self.proc is not None:
-            rb._stop(self.proc)
-        self.log_file.close()
+        self.stop()
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -584,8 +570,8 @@ def reference_vectors(texts: list[str], tmp: Path) -> dict[str, list[float]]:
 def exp_faults(args, tmp: Path) -> dict:
     import math
     lines = (rb.WORKLOADS_DIR / "zipf.jsonl").read_text().splitlines()
-    hot = sorted({t for ln in lines[:400] for t in ([json.loads(ln)["input"]]
-                  if isinstance(json.loads(ln)["input"], str) else json.loads(ln)["input"])})[:150]
+    inputs = [json.loads(ln)["input"] for ln in lines[:400]]
+    hot = sorted({t for x in inputs for t in ([x] if isinstance(x, str) else x)})[:150]
     # A private copy of the fp32 model file, so that replacing it leaves models/ alone.
     repo = fp32_only_repo(tmp / "faults")
     model = repo / rb.MODEL_DIR.name / "model.onnx"

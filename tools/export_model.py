@@ -504,7 +504,8 @@ def fuse(model: onnx.ModelProto, cfg: BertConfig) -> tuple[onnx.ModelProto, dict
 # --------------------------------------------------------------------------- checks
 
 
-def make_session(model_bytes: bytes, *, optimize: bool, threads: int = 2):
+def make_session(model: Path | bytes, *, optimize: bool = True, threads: int = 2):
+    """A CPU session like the server's: `threads` intra-op threads, no inter-op parallelism."""
     import onnxruntime as ort  # noqa: PLC0415
 
     so = ort.SessionOptions()
@@ -514,15 +515,19 @@ def make_session(model_bytes: bytes, *, optimize: bool, threads: int = 2):
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     )
     so.log_severity_level = 3
-    return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    src = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
 
 
-def load_tokenizer(path: Path, max_len: int):
+def load_tokenizer(path: Path, max_len: int, pad: bool = True):
     from tokenizers import Tokenizer  # noqa: PLC0415
 
     tok = Tokenizer.from_file(str(path))
     tok.enable_truncation(max_len)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch, right side
+    if pad:
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch, right side
+    else:
+        tok.no_padding()
     return tok
 
 

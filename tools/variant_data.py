@@ -25,6 +25,9 @@ from typing import Iterable
 
 import numpy as np
 
+import export_model  # tools/ is on sys.path wherever this module is imported
+from export_model import encode_batch as encode, make_session, sha256_file  # noqa: F401  (re-exported)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "all-MiniLM-L6-v2"
 DEFAULT_QQP = REPO_ROOT.parent / "shared" / "data" / "qqp" / "pairs.jsonl.gz"
@@ -33,14 +36,6 @@ MAX_LEN = 256
 
 N_BUCKETS = 100
 CALIBRATION_BUCKETS = frozenset({0, 1})
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def sha256_texts(texts: Iterable[str]) -> str:
@@ -143,38 +138,7 @@ def passages(questions: list[str], tokenizer, lo: int, hi: int, count: int, seed
 
 
 def load_tokenizer(path: Path, max_len: int = MAX_LEN, pad: bool = True):
-    from tokenizers import Tokenizer  # noqa: PLC0415
-
-    tok = Tokenizer.from_file(str(path))
-    tok.enable_truncation(max_len)
-    if pad:
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # right side, to the longest in the batch
-    else:
-        tok.no_padding()
-    return tok
-
-
-def encode(tok, texts: list[str]) -> dict[str, np.ndarray]:
-    enc = tok.encode_batch(texts)
-    return {
-        "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-        "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-        "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
-    }
-
-
-def make_session(model: Path | bytes, threads: int = 2, optimize: bool = True):
-    import onnxruntime as ort  # noqa: PLC0415
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
-    so.log_severity_level = 3
-    src = model if isinstance(model, bytes) else str(model)
-    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    return export_model.load_tokenizer(path, max_len, pad=pad)
 
 
 def token_lengths(tok, texts: list[str]) -> np.ndarray:

@@ -218,6 +218,12 @@ def create_app(args) -> FastAPI:
 
     app = FastAPI(lifespan=lifespan)
 
+    async def embed(texts: list[str]):
+        """Through the batcher, or (per-request mode) alone on the inference thread."""
+        if batcher is not None:
+            return await batcher.submit(texts)
+        return await asyncio.get_running_loop().run_in_executor(executor, backend.embed, texts)
+
     if args.plain:
 
         @app.post("/v1/embeddings")
@@ -225,10 +231,7 @@ def create_app(args) -> FastAPI:
             texts = [req.input] if isinstance(req.input, str) else req.input
             if not texts:
                 return error(400, "'input' must be a non-empty string or array of strings")
-            if batcher is not None:
-                emb, tokens = await batcher.submit(texts)
-            else:
-                emb, tokens = await asyncio.get_running_loop().run_in_executor(executor, backend.embed, texts)
+            emb, tokens = await embed(texts)
             n = sum(tokens)
             return {
                 "object": "list",
@@ -246,10 +249,7 @@ def create_app(args) -> FastAPI:
         texts = [inp] if isinstance(inp, str) else inp
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             return error(400, "'input' must be a non-empty string or array of strings")
-        if batcher is not None:
-            emb, tokens = await batcher.submit(texts)
-        else:
-            emb, tokens = await asyncio.get_running_loop().run_in_executor(executor, backend.embed, texts)
+        emb, tokens = await embed(texts)
         n = sum(tokens)
         body = {
             "object": "list",

@@ -3,6 +3,7 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack: no allocation per key.
 #include <xxhash.h>
 
+#include <charconv>
 #include <cstdio>
 
 namespace tailcut {
@@ -12,6 +13,16 @@ std::string CacheKey::ToHex() const {
   std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(high),
                 static_cast<unsigned long long>(low));
   return buf;
+}
+
+std::optional<CacheKey> CacheKey::FromHex(std::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  CacheKey k;
+  for (auto [part, out] : {std::pair{hex.substr(0, 16), &k.high}, {hex.substr(16), &k.low}}) {
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), *out, 16);
+    if (ec != std::errc() || end != part.data() + part.size()) return std::nullopt;
+  }
+  return k;
 }
 
 CacheKey MakeTextCacheKey(const CacheNamespace& ns, std::span<const int64_t> token_ids) {

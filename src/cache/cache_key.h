@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,8 @@ struct CacheKey {
   bool operator==(const CacheKey&) const = default;
   // 32 hex digits, the Redis key suffix.
   std::string ToHex() const;
+  // The inverse of ToHex(): exactly 32 hex digits, else nullopt.
+  static std::optional<CacheKey> FromHex(std::string_view hex);
 };
 
 struct CacheKeyHash {

@@ -428,14 +428,9 @@ void EmbeddingCache::LoadHotSet(const std::string& model, uint32_t tag, size_t d
     const std::string& hex = **r;
     std::vector<CacheKey> keys;
     for (size_t i = 0; i + 32 <= hex.size(); i += 32) {
-      CacheKey k;
-      try {
-        k.high = std::stoull(hex.substr(i, 16), nullptr, 16);
-        k.low = std::stoull(hex.substr(i + 16, 16), nullptr, 16);
-      } catch (const std::exception&) {
-        return done(0);  // Not ours or damaged: warm-up is an optimisation, skip it.
-      }
-      keys.push_back(k);
+      auto k = CacheKey::FromHex(std::string_view(hex).substr(i, 32));
+      if (!k) return done(0);  // Not ours or damaged: warm-up is an optimisation, skip it.
+      keys.push_back(*k);
     }
     const size_t wanted = keys.size();
     Prefetch(model, tag, dims, std::move(keys), [wanted, done](std::vector<CacheKey> missing) {

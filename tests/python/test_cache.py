@@ -1004,3 +1004,28 @@ def test_changed_external_weights_never_get_the_old_weights_entries(start_server
     rows, hits, _ = embed(b, texts)
     assert hits == 0, "new weights were answered with the old weights' vectors from Redis"
     assert_close(rows, direct)
+
+
+def test_hot_set_persisted_by_one_server_warms_the_next(start_server, redis_server):
+    """Warm-up remembers the hot keys in Redis; a server starting on the same Redis loads their
+    values into L1 before its first request, so the hot texts are L1 hits straight away."""
+    redis = redis_server()
+    flags = redis_flags(redis, "--cache.warmup_bucket_seconds", "1")
+    a = start_server(*flags, name="hot-a")
+    hot = make_texts("hot-set", 6)
+    computed, _, _ = embed(a, hot)
+    for _ in range(4):  # 5 requests per key in one bucket: forecast hot (default minimum 2)
+        embed(a, hot)
+    wait_until(lambda: redis.keys("tailcut:hot:*"), timeout=10, interval=0.05,
+               what="the hot set in Redis after a warm-up round")
+    wait_l2_keys(redis, len(hot))
+
+    b = start_server(*flags, name="hot-b")
+    wait_until(lambda: value(scrape(b), "tailcut_warmup_total", model=MODEL, action="loaded")
+               >= len(hot), timeout=10, interval=0.05, what="hot-b to load the hot set")
+    m = Metrics(b)
+    rows, hits, _ = embed(b, hot)
+    assert hits == len(hot)
+    assert np.array_equal(rows, computed)
+    assert m.delta("tailcut_l2_lookups_total") == 0, "served from L1, not Redis"
+    assert "warmed L1 with 6 hot entries from redis" in b.log_text()
