@@ -5,35 +5,45 @@ PYTHON := .venv/bin/python
 BENCH_PYTHON := .venv-bench/bin/python
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
+# Extra flags for `make run`, e.g. make run ARGS="--port 18080" (--host, --config, ...).
+ARGS ?=
+# pytest: -rs lists every skipped test with its reason (e.g. the QQP tests without the data).
+PYTEST_ARGS ?= -q -rs
 export TAILCUT_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: setup build run embed-sample test unit-test py-test bench-engine bench bench-quick bench-setup format clean \
+.PHONY: setup setup-server build run embed-sample test unit-test py-test bench-engine bench bench-quick bench-setup format clean \
         fuzz fuzz-smoke sanitize
 
+# The set-up with the whole build (server, unit tests, benchmarks).
 setup:
 	scripts/setup.sh --build-dir $(BUILD)
+
+# The set-up with only the server binary built (what run, embed-sample and bench-engine need).
+setup-server:
+	scripts/setup.sh --build-dir $(BUILD) --target tailcut
 
 build: setup
 
 # The main job: the server with the default model on http://127.0.0.1:8080 (Ctrl-C stops it).
-run: setup
-	$(BUILD)/tailcut serve --model-repository models
+# Builds only the server; flags in ARGS, e.g. make run ARGS="--port 18080".
+run: setup-server
+	$(BUILD)/tailcut serve --model-repository models $(ARGS)
 
 # Embed a sample text with the default model, without a server.
-embed-sample: setup
+embed-sample: setup-server
 	$(BUILD)/tailcut embed "tailcut keeps P99 latency under the SLO."
 
 test: setup
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
-	$(PYTHON) -m pytest -q tests/python
+	$(PYTHON) -m pytest $(PYTEST_ARGS) tests/python
 
 unit-test:
 	cd $(BUILD) && ctest --output-on-failure
 
 py-test:
-	$(PYTHON) -m pytest -q tests/python
+	$(PYTHON) -m pytest $(PYTEST_ARGS) tests/python
 
-bench-engine: setup
+bench-engine: setup-server
 	$(BUILD)/tailcut bench-engine
 
 # Side-by-side benchmark (BENCHMARKS.md): tailcut, the Python stacks and the engine ceiling on

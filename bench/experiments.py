@@ -15,6 +15,8 @@ generator and prints (and saves) a JSON report for BENCHMARKS.md:
               and first-response latency and QPS multi-level vs single tier (issue: cache)
   variants    per precision variant: P99 at fixed rates through the server, short and medium
               texts (issue: quantization)
+  precision-cache  the Zipf workload with the cache on: capacity with the precision
+              controller on vs off (issue: vectors that stay consistent)
   faults      verified load (every vector checked) while Redis is killed, paused and
               restarted, the model file is replaced and reloaded, and SIGTERM arrives: failed
               and wrong answers per fault (issue: hardening)
@@ -483,6 +485,8 @@ def exp_variants(args, tmp: Path) -> dict:
     out: dict = {}
     names = [ln.split(":", 1)[1].strip() for ln in (rb.MODEL_DIR / "model.yaml").read_text().splitlines()
              if ln.strip().startswith("- name:")]
+    if args.variants:
+        names = [n for n in names if n in args.variants.split(",")]
     for v in names:
         repo = variant_repo(tmp, v)
         with Tailcut(["--cache.enabled=false", "--precision.mode", "off"], tmp / f"variant-{v}.log",
@@ -493,6 +497,29 @@ def exp_variants(args, tmp: Path) -> dict:
                 out[v][wl] = summary(loadgen(s.port, wl, rate, 20))
                 out[v][wl]["max_rate"] = capacity(s.port, wl, rate) if args.capacity else None
             print(f"  {v}: {out[v]}", flush=True)
+    return out
+
+
+def exp_precision_cache(args, tmp: Path) -> dict:
+    """Zipf traffic (mostly repeats) with the cache on and every variant loaded: the highest
+    rate at P99 <= 86 ms with the precision controller on (slo) vs off, and what served the
+    requests. The controller must not cost capacity on the traffic the cache is for: while it
+    serves the fast variant, lookups try the fp32 entries first."""
+    out: dict = {"workload": args.workload}
+    for label, mode in (("controller_off", "off"), ("controller_on", "slo")):
+        flags = ["--precision.mode", mode, *args.flags]
+        with Tailcut(flags, tmp / f"precision-cache-{label}.log") as s:
+            loadgen(s.port, args.workload, args.start_rate / 2, 5)
+            rate = capacity(s.port, args.workload, args.start_rate)
+            served = {}
+            for line in s.metrics().splitlines():
+                if line.startswith("tailcut_precision_switches_total{"):
+                    served[line.split('to="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+            out[label] = {"flags": flags, "max_rate": rate, "switches_to": served,
+                          "l1_hits": s.metric("tailcut_cache_lookups_total", tier="l1", result="hit"),
+                          "l1_misses": s.metric("tailcut_cache_lookups_total", tier="l1", result="miss")}
+            print(f"  {label}: {out[label]}", flush=True)
+    out["ratio_on_over_off"] = round(out["controller_on"]["max_rate"] / max(1.0, out["controller_off"]["max_rate"]), 3)
     return out
 
 
@@ -643,7 +670,7 @@ def exp_faults(args, tmp: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("experiment", choices=["capacity", "load-step", "overload", "soak", "cache", "variants",
-                                                   "faults"])
+                                                   "faults", "precision-cache"])
     ap.add_argument("--workload", default="short")
     ap.add_argument("--start-rate", type=float, default=200)
     ap.add_argument("--sustainable", type=float, default=0, help="overload: skip the capacity search")
@@ -657,6 +684,7 @@ def main() -> int:
     ap.add_argument("--short-rate", type=float, default=300)
     ap.add_argument("--medium-rate", type=float, default=40)
     ap.add_argument("--capacity", action="store_true", help="variants: also search each one's capacity")
+    ap.add_argument("--variants", default="", help="variants: only these (comma-separated names)")
     ap.add_argument("--connections", type=int, default=1000,
                     help="overload: load-generator connections during the overload phases")
     ap.add_argument("--clients", type=int, default=8, help="faults: closed-loop client threads")
@@ -676,7 +704,7 @@ def main() -> int:
     try:
         fn = {"capacity": exp_capacity, "load-step": exp_load_step, "overload": exp_overload,
               "soak": exp_soak, "cache": exp_cache, "variants": exp_variants,
-              "faults": exp_faults}[args.experiment]
+              "faults": exp_faults, "precision-cache": exp_precision_cache}[args.experiment]
         result = fn(args, tmp)
     finally:
         rb.stop_all()

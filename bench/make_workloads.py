@@ -20,9 +20,10 @@ Each line is an OpenAI embeddings request, {"input": "...", "model": "default"};
 generator cycles through the lines. workloads.json beside them records the sources, the
 parameters and the token-length statistics printed at the end.
 
-The documentation corpus: /usr/share/doc/python3.11/html when the package is installed;
-otherwise the package is fetched with `apt-get download python3.11-doc` and unpacked under
-the output folder (no root needed, nothing installed system-wide).
+The documentation corpus (tools/doc_corpus.py, shared with the quantization tools):
+/usr/share/doc/python3.11/html when the package is installed; otherwise the package is
+fetched with `apt-get download python3.11-doc` and unpacked under the output folder (no root
+needed, nothing installed system-wide).
 
 Usage: python bench/make_workloads.py [--out bench/workloads] [--qqp PATH] [--docs DIR]
 """
@@ -31,19 +32,17 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import html.parser
 import json
 import random
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import doc_corpus  # noqa: E402  (tools/doc_corpus.py: the python3.11-doc paragraphs)
+
 DEFAULT_QQP = REPO.parent / "shared" / "data" / "qqp" / "pairs.jsonl.gz"
 DEFAULT_TOKENIZER = REPO / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
-SYSTEM_DOCS = Path("/usr/share/doc/python3.11/html")
-DOCS_PACKAGE = "python3.11-doc"
 
 SHORT_RANGE = (8, 16)
 MEDIUM_RANGE = (64, 128)
@@ -73,83 +72,6 @@ def qqp_questions(path: Path) -> list[str]:
                 if q and q not in seen:
                     seen.add(q)
                     out.append(q)
-    return out
-
-
-class _Paragraphs(html.parser.HTMLParser):
-    """Text of each <p> element (inline markup flattened), skipping admonition titles."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.paragraphs: list[str] = []
-        self._depth = 0
-        self._skip = False
-        self._buf: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "p":
-            cls = dict(attrs).get("class") or ""
-            if self._depth == 0:
-                self._buf = []
-                self._skip = "admonition-title" in cls
-            self._depth += 1
-
-    def handle_endtag(self, tag):
-        if tag == "p" and self._depth > 0:
-            self._depth -= 1
-            if self._depth == 0 and not self._skip:
-                self.paragraphs.append(" ".join("".join(self._buf).split()))
-
-    def handle_data(self, data):
-        if self._depth > 0:
-            self._buf.append(data)
-
-
-def _prose(text: str) -> bool:
-    """Real sentences rather than code, tables of symbols or navigation text."""
-    if len(text.split()) < 12 or ">>>" in text or "Copyright" in text:
-        return False
-    chars = [c for c in text if not c.isspace()]
-    alpha = sum(c.isalpha() for c in chars)
-    return alpha / max(1, len(chars)) >= 0.75 and text[-1] in ".:)?!\"'"
-
-
-def fetch_docs(out_dir: Path) -> tuple[Path, str]:
-    """The python3.11-doc HTML folder and a description of where it came from."""
-    unpacked = out_dir / "corpus" / "usr" / "share" / "doc" / "python3.11" / "html"
-    if unpacked.is_dir():
-        return unpacked, f"{DOCS_PACKAGE} unpacked under {out_dir / 'corpus'}"
-    if SYSTEM_DOCS.is_dir():
-        return SYSTEM_DOCS, f"{DOCS_PACKAGE} installed ({SYSTEM_DOCS})"
-    corpus = out_dir / "corpus"
-    corpus.mkdir(parents=True, exist_ok=True)
-    print(f"make_workloads: fetching {DOCS_PACKAGE} with apt-get download", file=sys.stderr)
-    r = subprocess.run(["apt-get", "download", DOCS_PACKAGE], cwd=corpus, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(
-            f"make_workloads: `apt-get download {DOCS_PACKAGE}` failed:\n{r.stderr.strip()}\n"
-            f"Run `apt-get update` (as root) and try again, or install it: apt-get install {DOCS_PACKAGE}"
-        )
-    debs = sorted(corpus.glob(f"{DOCS_PACKAGE}_*.deb"))
-    subprocess.run(["dpkg-deb", "-x", str(debs[-1]), str(corpus)], check=True)
-    for deb in debs:
-        deb.unlink()
-    return unpacked, f"{debs[-1].name} unpacked under {corpus}"
-
-
-def doc_paragraphs(html_dir: Path) -> list[str]:
-    seen: set[str] = set()
-    out: list[str] = []
-    for page in sorted(html_dir.rglob("*.html")):
-        rel = page.relative_to(html_dir).as_posix()
-        if rel.startswith(("_", "genindex", "py-modindex", "search", "whatsnew/changelog")):
-            continue
-        parser = _Paragraphs()
-        parser.feed(page.read_text(encoding="utf-8", errors="replace"))
-        for p in parser.paragraphs:
-            if p not in seen and _prose(p):
-                seen.add(p)
-                out.append(p)
     return out
 
 
@@ -211,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs is not None:
         docs_dir, docs_origin = args.docs, f"{args.docs} (given)"
     else:
-        docs_dir, docs_origin = fetch_docs(args.out)
+        docs_dir, docs_origin = doc_corpus.fetch_docs(args.out)
 
     questions = qqp_questions(args.qqp)
     q_len = token_lengths(tokenizer, questions)
-    paragraphs = doc_paragraphs(docs_dir)
+    paragraphs = doc_corpus.paragraphs(docs_dir)
     p_len = token_lengths(tokenizer, paragraphs)
 
     rng = random.Random(args.seed)

@@ -158,8 +158,18 @@ class FakeInferenceApi final : public InferenceApi {
                   {"attention_mask", DataType::kInt64, {-1, -1}}};
       d.outputs = {{"sentence_embedding", DataType::kFp32, {-1, kDimensions}}};
       d.variants = {"fp32", "int8"};
-      d.variant_details = {{"fp32", "fp32", true, "", "0123"}, {"int8", "int8", false, "x", ""}};
-      d.active_variant = "fp32";
+      VariantDescription fp32;
+      fp32.name = fp32.precision = "fp32";
+      fp32.loaded = fp32.batch_invariant = fp32.interchangeable = true;
+      fp32.file_digest = "0123";
+      fp32.fidelity_min_cosine = fp32.fidelity_recall_at_10 = 1.0;
+      VariantDescription int8;
+      int8.name = int8.precision = "int8";
+      int8.error = "x";
+      int8.not_interchangeable_reason = "variant 'int8' is not batch-invariant";
+      d.variant_details = {fp32, int8};
+      d.active_variant = d.default_variant = "fp32";
+      d.precision_controller = "off: no fast variant is interchangeable";
       d.precision_policy = "slo";
     } else if (name == kFakeTensorModel) {
       d.name = std::string(kFakeTensorModel);

@@ -20,7 +20,9 @@ normalisation here), and compares with the FP32 variant on real text:
   sample, none touching the calibration pool), plus accuracy / F1 at the best threshold
   (chosen on the same pairs, so optimistic; the FP32 - variant difference is the point);
 * batch invariance: cosine between a text embedded alone and inside a padded batch
-  (dynamic quantization computes activation ranges per batch, so it is not 1.0 there);
+  (dynamic quantization computes activation ranges per batch, so it is not 1.0 there;
+  int8-per-token's ranges are per token, so it is); next to it the quantize-time
+  ``batch_invariant`` / ``fidelity_*`` that model.yaml carries (doc-corpus check set);
 * speed, 2 intra-op threads, inter-op 1, no spinning (like ``tailcut bench-engine``), the
   variants interleaved in rounds on a shared machine: sequences/s (median of rounds, with
   min..max) and CPU milliseconds per sequence (process CPU time, far less sensitive to other
@@ -36,6 +38,9 @@ Usage::
     .venv/bin/python tools/evaluate_variants.py                       # everything, ~5-10 min on 2 busy cores
     .venv/bin/python tools/evaluate_variants.py --pairs 2000 --no-speed   # quick accuracy check
     .venv/bin/python tools/evaluate_variants.py --extra static-all=/tmp/c/static-percentile-all-matmuls.onnx
+
+QQP comes from the shared data folder: $TAILCUT_SHARED_DATA/qqp/pairs.jsonl.gz (default
+<repo>/../shared/data/qqp/pairs.jsonl.gz), or ``--qqp PATH``.
 """
 
 from __future__ import annotations
@@ -74,8 +79,22 @@ SOURCE_CLAIM = {
 # --------------------------------------------------------------------------- model.yaml
 
 
-def read_variants(model_yaml: Path) -> tuple[list[dict[str, str]], str]:
-    """The ``variants:`` list and ``default_variant`` of a model.yaml (no YAML dependency)."""
+def yaml_scalar(value: str):
+    """true/false -> bool, a number -> float, anything else stays a string."""
+    if value in ("true", "false"):
+        return value == "true"
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def read_variants(model_yaml: Path) -> tuple[list[dict], str]:
+    """The ``variants:`` list and ``default_variant`` of a model.yaml (no YAML dependency).
+
+    name/file/precision are strings; the other keys quantize_model.py writes (batch_invariant,
+    fidelity_min_cosine, fidelity_recall_at_10) come back as bool / float.
+    """
     variants: list[dict[str, str]] = []
     default = ""
     in_block = False
@@ -96,7 +115,8 @@ def read_variants(model_yaml: Path) -> tuple[list[dict[str, str]], str]:
                 variants.append({})
                 item = item[2:]
             key, _, value = item.partition(":")
-            variants[-1][key.strip()] = value.strip()
+            key, value = key.strip(), value.strip()
+            variants[-1][key] = value if key in ("name", "file", "precision") else yaml_scalar(value)
     if not variants:
         variants = [{"name": "fp32", "file": "model.onnx", "precision": "fp32"}]
     return variants, default or variants[0]["name"]
@@ -264,8 +284,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "| variant | file MB | cos mean | cos p01 | cos min | golden min | medium min | recall@10 | "
         "FP32 top-10 in top-20 | recall@10 vs FP32 index | top-1 | ROC-AUC | best acc | best F1 | "
-        "batch-invariance min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "batch-invariance min | model.yaml: batch_invariant, fidelity min cos, recall@10 (doc check set) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n in names:
         r = v[n]
@@ -275,7 +295,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"{a['cosine_all']['min']:.4f} | {a['cosine_golden']['min']:.4f} | {a['cosine_medium']['min']:.4f} | "
             f"{a['recall_at_10']:.4f} | {a['recall_10_at_20']:.4f} | {a['recall_at_10_vs_fp32_index']:.4f} | {a['top1_agreement']:.4f} | "
             f"{a['roc_auc']:.5f} | {a['best_threshold']['accuracy']:.4f} | {a['best_threshold']['f1']:.4f} | "
-            f"{a['batch_invariance']['min']:.5f} |"
+            f"{a['batch_invariance']['min']:.7f} | {r.get('model_yaml', {}).get('batch_invariant', '')}, "
+            f"{r.get('model_yaml', {}).get('fidelity_min_cosine', '')}, {r.get('model_yaml', {}).get('fidelity_recall_at_10', '')} |"
         )
     speed = report.get("speed")
     if speed:
@@ -375,7 +396,9 @@ fig.savefig(sys.argv[2], dpi=120)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", type=Path, default=vd.DEFAULT_MODEL_DIR)
-    parser.add_argument("--qqp", type=Path, default=vd.DEFAULT_QQP)
+    parser.add_argument("--qqp", type=Path, default=vd.DEFAULT_QQP,
+                        help="QQP pairs.jsonl.gz (default $TAILCUT_SHARED_DATA/qqp/pairs.jsonl.gz, "
+                             "else <repo>/../shared/data/qqp/pairs.jsonl.gz)")
     parser.add_argument("--pairs", type=int, default=10000, help="QQP pairs for ROC-AUC (their questions are the texts)")
     parser.add_argument("--queries", type=int, default=500, help="NN queries held out of the corpus")
     parser.add_argument("--medium", type=int, default=500, help="medium passages (64..128 tokens) for cosine")
@@ -402,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     variants, default = read_variants(model_dir / "model.yaml")
     paths = {v["name"]: model_dir / v["file"] for v in variants}
     precision = {v["name"]: v.get("precision", "") for v in variants}
+    yaml_fields = {v["name"]: {k: v[k] for k in ("batch_invariant", "fidelity_min_cosine", "fidelity_recall_at_10")
+                               if k in v} for v in variants}
     if "fp32" not in paths:
         raise SystemExit("evaluate_variants: model.yaml lists no fp32 variant to compare with")
     for spec in args.extra:
@@ -514,9 +539,12 @@ def main(argv: list[str] | None = None) -> int:
             results[name]["quantization"] = {
                 "method": m.get("method", {}).get("method"),
                 "settings": m.get("key", {}).get("settings"),
-                "build_validation": m.get("validation"),
+                "build_fidelity": m.get("fidelity") or m.get("validation"),
+                "build_batch_invariance": m.get("batch_invariance"),
                 "static_candidates": m.get("method", {}).get("candidates"),
             }
+        if yaml_fields.get(name):
+            results[name]["model_yaml"] = yaml_fields[name]
     t_acc = time.perf_counter() - t_start
 
     report: dict[str, Any] = {

@@ -1,11 +1,12 @@
 """Shared helpers for tools/quantize_model.py and tools/evaluate_variants.py.
 
-* The QQP text split. Calibration (quantize_model.py) and evaluation (evaluate_variants.py)
-  must never share a text, so both take their texts from here: every distinct question is
-  put in one of 100 buckets by the sha256 of its (whitespace-normalised) text, which does not
-  depend on the file's order or on a random seed. Buckets 0 and 1 (~2 %, ~2,300 questions)
-  are the calibration pool; evaluation only uses pairs whose two questions are both in
-  buckets 2..99.
+* The QQP text split (evaluate_variants.py; quantize_model.py calibrates on the python3.11-doc
+  corpus, tools/doc_corpus.py, and needs no QQP): every distinct question is put in one of
+  100 buckets by the sha256 of its (whitespace-normalised) text, which does not depend on the
+  file's order or on a random seed. Buckets 0 and 1 (~2 %, ~2,300 questions) are held out
+  (they were the calibration pool before, and stay out so results compare); evaluation only
+  uses pairs whose two questions are both in buckets 2..99. The data lives in the shared data
+  folder, $TAILCUT_SHARED_DATA (holding qqp/pairs.jsonl.gz), default <repo>/../shared/data.
 * Tokenising, onnxruntime sessions and batched embedding the way the server does it
   (HF ``tokenizers``, truncation at 256, right padding to the longest in the batch, the
   graph mean-pools, the caller L2-normalises).
@@ -17,20 +18,29 @@ sys.path and ``import variant_data``.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
 import export_model  # tools/ is on sys.path wherever this module is imported
+from doc_corpus import sha256_texts, text_hash  # noqa: F401  (re-exported; one definition of each)
 from export_model import encode_batch as encode, make_session, sha256_file  # noqa: F401  (re-exported)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "all-MiniLM-L6-v2"
-DEFAULT_QQP = REPO_ROOT.parent / "shared" / "data" / "qqp" / "pairs.jsonl.gz"
+# The shared data folder (holding qqp/): $TAILCUT_SHARED_DATA, else <repo>/../shared/data.
+SHARED_DATA_ENV = "TAILCUT_SHARED_DATA"
+
+
+def shared_data_dir() -> Path:
+    env = os.environ.get(SHARED_DATA_ENV)
+    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+DEFAULT_QQP = shared_data_dir() / "qqp" / "pairs.jsonl.gz"
 GOLDEN = REPO_ROOT / "tests" / "data" / "golden_minilm.json"
 MAX_LEN = 256
 
@@ -38,21 +48,8 @@ N_BUCKETS = 100
 CALIBRATION_BUCKETS = frozenset({0, 1})
 
 
-def sha256_texts(texts: Iterable[str]) -> str:
-    """Digest of an ordered list of texts (each UTF-8, NUL-terminated)."""
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(text.encode("utf-8"))
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
 def normalise(text: str) -> str:
     return " ".join(str(text).split())
-
-
-def text_hash(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
 def bucket(text: str) -> int:
@@ -73,7 +70,8 @@ class Pair:
 def load_qqp(path: Path = DEFAULT_QQP) -> list[Pair]:
     """All labelled pairs with non-empty, whitespace-normalised questions, in file order."""
     if not path.exists():
-        raise FileNotFoundError(f"QQP data not found at {path} (expected <repo>/../shared/data/qqp/pairs.jsonl.gz)")
+        raise FileNotFoundError(f"QQP data not found at {path} (expected ${SHARED_DATA_ENV}/qqp/pairs.jsonl.gz, "
+                                f"default <repo>/../shared/data/qqp/pairs.jsonl.gz)")
     out: list[Pair] = []
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for line in fh:

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "config/engine_layout.h"
 #include "config/server_config.h"
 #include "core/inference_service.h"
 #include "engine/ort_environment.h"
@@ -31,7 +32,7 @@ int RunServe(ServerConfigLoader& loader) {
     PrintError(loaded.status().message());
     return 2;
   }
-  const ServerConfig& config = *loaded;
+  ServerConfig& config = *loaded;
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
@@ -44,6 +45,7 @@ int RunServe(ServerConfigLoader& loader) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  const EngineLayout layout = ApplyEngineLayout(&config);
   if (Status s = OrtEnvironment::Init(config.engine); !s.ok()) {
     PrintError(s.message());
     return 1;
@@ -88,9 +90,11 @@ int RunServe(ServerConfigLoader& loader) {
        &gauge =
            metrics.AddGauge("tailcut_http_requests_in_flight", "Requests read and not yet answered")
                .Get()] { gauge.Set(static_cast<double>(server->in_flight())); });
-  spdlog::info("tailcut {} listening on http://{}:{} (onnxruntime {}, {} inference threads)",
-               TAILCUT_VERSION, config.http.host, server->port(), OrtEnvironment::RuntimeVersion(),
-               OrtEnvironment::Get().intra_op_threads());
+  spdlog::info(
+      "tailcut {} listening on http://{}:{} (onnxruntime {}; {} CPUs: {} batch workers per "
+      "model x {} inference threads, {})",
+      TAILCUT_VERSION, config.http.host, server->port(), OrtEnvironment::RuntimeVersion(),
+      layout.cpus, layout.batch_workers, OrtEnvironment::Get().intra_op_threads(), layout.rule);
   spdlog::info("access: {} API keys ({}), {} admin keys", authenticator.api_key_count(),
                authenticator.api_keys_required() ? "inference routes need a key"
                                                  : "inference routes open",

@@ -254,7 +254,8 @@ std::vector<Setting> BuildSettings() {
   // options (OnnxSessionOptions, the same for every model).
   t.push_back(Field(
                   "engine.intra_op_threads",
-                  "Threads one inference may use (shared by all models); 0 = number of cores.",
+                  "Threads one inference may use (shared by all models); 0 = CPUs / batch "
+                  "workers (1 when both are 0).",
                   [](auto& c) -> auto& { return c.engine.intra_op_threads; })
                   .AtLeast(0)
                   .Alias("--threads"));
@@ -323,10 +324,12 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.tensor.scheduler.queue.grouping_window; })
                   .AtLeast(1));
   t.push_back(Field(
-                  "batching.num_workers", "Threads per model that run batches.",
+                  "batching.num_workers",
+                  "Threads per model that run batches; 0 = one per CPU (with "
+                  "engine.intra_op_threads 0: one thread each).",
                   [](auto& c) -> auto& { return c.service.text.scheduler.num_workers; },
                   [](auto& c) -> auto& { return c.service.tensor.scheduler.num_workers; })
-                  .AtLeast(1));
+                  .AtLeast(0));
   t.push_back(
       Field(
           "batching.initial_batch_estimate_micros",
@@ -494,9 +497,29 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.text.precision.accurate_variant; })
                   .NonEmpty());
   t.push_back(Field(
-                  "precision.fast_variant", "Variant (or precision alias) served under pressure.",
+                  "precision.fast_variant",
+                  "Variant (or precision alias) served under pressure; only an interchangeable "
+                  "one (batch-invariant, fidelity at the floor) is used.",
                   [](auto& c) -> auto& { return c.service.text.precision.fast_variant; })
                   .NonEmpty());
+  t.push_back(Field(
+                  "precision.min_fidelity_cosine_ppm",
+                  "Floor on a fast variant's measured min cosine to fp32 (model.yaml), in "
+                  "millionths.",
+                  [](auto& c) -> auto& { return c.service.text.precision.min_fidelity_cosine_ppm; })
+                  .AtLeast(0)
+                  .AtMost(1'000'000));
+  t.push_back(
+      Field(
+          "precision.min_fidelity_recall_at_10_ppm",
+          "Floor on a fast variant's measured recall@10 against fp32, in millionths.",
+          [](auto& c) -> auto& { return c.service.text.precision.min_fidelity_recall_at_10_ppm; })
+          .AtLeast(0)
+          .AtMost(1'000'000));
+  t.push_back(Field(
+      "precision.allow_below_fidelity_floor",
+      "Opt in to switching to a batch-invariant variant under the fidelity floor or unmeasured.",
+      [](auto& c) -> auto& { return c.service.text.precision.allow_below_fidelity_floor; }));
   t.push_back(Bind("precision.slo_p99_millis", "The latency objective the slo mode protects.",
                    1000, [](auto& c) -> auto& { return c.service.text.precision.slo_p99_micros; })
                   .AtLeast(1));

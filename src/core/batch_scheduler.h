@@ -20,10 +20,12 @@ namespace tailcut {
 
 struct BatchSchedulerOptions {
   BatchQueueOptions queue;
-  // Threads that run batches. One is right when the engine already uses every core for one
-  // batch (ONNX Runtime's intra-op pool); two can overlap one batch's pre/post-processing
-  // with the next batch's inference at the cost of sharing the cores.
-  int num_workers = 1;
+  // Threads that run batches, concurrently. 0 = chosen by the server from its CPUs
+  // (src/config/engine_layout.h: one single-threaded worker per CPU), else 1 here. One worker
+  // suits an engine that spreads each batch over every core (ONNX Runtime's intra-op pool);
+  // several one-thread workers run independent batches side by side, which scales better
+  // for the small batches of short texts.
+  int num_workers = 0;
   // Initial guess of one batch's run time, used for deadline decisions until batches have
   // been measured (an exponentially weighted average of measured times replaces it).
   int64_t initial_batch_estimate_micros = 5000;

@@ -30,10 +30,11 @@ void EmbedJob::CompleteItem(size_t index, std::span<const float> row, int64_t qu
   if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
 }
 
-void EmbedJob::CompleteFromCache(size_t index, std::span<const float> row) {
+void EmbedJob::CompleteFromCache(size_t index, std::span<const float> row, bool reference) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++result_.cache_hits;
+    if (reference) ++result_.reference_rows;
   }
   CompleteItem(index, row);
 }

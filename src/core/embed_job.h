@@ -33,8 +33,9 @@ class EmbedJob {
   // Stage times are those of the batch it ran in (zero for cache hits).
   void CompleteItem(size_t index, std::span<const float> row, int64_t queue_micros = 0,
                     int64_t batch_micros = 0, int64_t infer_micros = 0);
-  // Like CompleteItem, and counts the row as served from a cache.
-  void CompleteFromCache(size_t index, std::span<const float> row);
+  // Like CompleteItem, and counts the row as served from a cache; `reference`: found under
+  // the reference variant's key (EmbedResult::reference_variant), not the computing one's.
+  void CompleteFromCache(size_t index, std::span<const float> row, bool reference = false);
   // Time spent on cache lookups before queueing (the largest over the request's paths).
   void AddCacheMicros(int64_t micros);
   // Answers with `status` unless already answered.
@@ -47,7 +48,7 @@ class EmbedJob {
  private:
   void Finish();
 
-  std::mutex mutex_;  // Guards result_.timings and cache_hits.
+  std::mutex mutex_;  // Guards result_.timings, cache_hits and reference_rows.
   EmbedResult result_;
   const size_t pending_total_;
   const int dimensions_;

@@ -103,8 +103,11 @@ void EmbeddingCache::Resolve(Request request, std::vector<Item> items) {
   std::vector<Item> misses;
   if (p->request.read && l1_) {
     thread_local std::vector<float> row;
+    const size_t dims = static_cast<size_t>(job->dimensions());
     for (auto& item : items) {
-      if (l1_->Lookup(item.key, &row) && row.size() == static_cast<size_t>(job->dimensions())) {
+      if (item.read_first && l1_->Lookup(*item.read_first, &row) && row.size() == dims) {
+        job->CompleteFromCache(item.index, row, /*reference=*/true);
+      } else if (l1_->Lookup(item.key, &row) && row.size() == dims) {
         job->CompleteFromCache(item.index, row);
       } else {
         misses.push_back(std::move(item));
@@ -122,11 +125,18 @@ void EmbeddingCache::Resolve(Request request, std::vector<Item> items) {
 }
 
 void EmbeddingCache::LookupL2(std::shared_ptr<Pending> p, std::vector<Item> misses) {
+  // One MGET: each item's own key, then the read_first keys of the items that have one.
   std::vector<std::string> keys;
   keys.reserve(misses.size());
   for (const auto& m : misses) keys.push_back(L2Key(p->request.model, m.key));
+  std::vector<size_t> first_slot(misses.size(), 0);  // 0 = no read_first key.
+  for (size_t i = 0; i < misses.size(); ++i) {
+    if (!misses[i].read_first) continue;
+    first_slot[i] = keys.size();
+    keys.push_back(L2Key(p->request.model, *misses[i].read_first));
+  }
   auto shared = std::make_shared<std::vector<Item>>(std::move(misses));
-  l2_->MultiGet(std::move(keys), [this, p, shared](
+  l2_->MultiGet(std::move(keys), [this, p, shared, first_slot = std::move(first_slot)](
                                      Result<std::vector<std::optional<std::string>>> r) {
     std::vector<Item> still;
     if (!r.ok()) {
@@ -135,17 +145,33 @@ void EmbeddingCache::LookupL2(std::shared_ptr<Pending> p, std::vector<Item> miss
     } else {
       const auto& values = *r;
       const size_t dims = static_cast<size_t>(p->request.job->dimensions());
+      // The row stored at values[slot], or nothing (absent or damaged: a damaged value is a
+      // miss, and the recomputed row overwrites it).
+      auto decode = [&](size_t slot, bool* corrupt) -> std::optional<std::vector<float>> {
+        if (slot >= values.size() || !values[slot]) return std::nullopt;
+        auto row = DecodeEmbedding(*values[slot], dims);
+        if (!row.ok()) {
+          metrics_->l2_corrupt->Inc();
+          *corrupt = true;
+          return std::nullopt;
+        }
+        return std::move(row).value();
+      };
       for (size_t i = 0; i < shared->size(); ++i) {
         Item& item = (*shared)[i];
-        if (i >= values.size() || !values[i]) {
-          metrics_->l2_miss->Inc();
-          still.push_back(std::move(item));
-          continue;
+        if (first_slot[i] != 0) {
+          bool ignored = false;
+          if (auto row = decode(first_slot[i], &ignored)) {
+            metrics_->l2_hit->Inc();
+            if (l1_ && p->request.write) l1_->Insert(*item.read_first, p->request.tag, *row);
+            p->request.job->CompleteFromCache(item.index, *row, /*reference=*/true);
+            continue;
+          }
         }
-        auto row = DecodeEmbedding(*values[i], dims);
-        if (!row.ok()) {
-          // A damaged value is a miss; the recomputed row overwrites it.
-          metrics_->l2_corrupt->Inc();
+        bool corrupt = false;
+        auto row = decode(i, &corrupt);
+        if (!row) {
+          if (!corrupt) metrics_->l2_miss->Inc();
           still.push_back(std::move(item));
           continue;
         }

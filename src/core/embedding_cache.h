@@ -2,7 +2,8 @@
 // repeated input costs microseconds and never waits behind the batcher (Triton's order:
 // cache first, queue second). For each input of a request, in order:
 //
-//   1. L1 (in-process, W-TinyLFU) on the calling IO thread;
+//   1. L1 (in-process, W-TinyLFU) on the calling IO thread (an item's read_first key, when
+//      it has one, before its own);
 //   2. L2 (Redis, optional) with one pipelined MGET for all of the request's L1 misses;
 //   3. single-flight in this process: a miss whose key is already being computed waits for
 //      that computation instead of queueing a second one;
@@ -22,6 +23,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -62,7 +64,11 @@ class EmbeddingCache {
   struct Item {
     size_t index;
     std::vector<int64_t> ids;
-    CacheKey key;
+    CacheKey key;  // Where the computed row is stored, and looked up.
+    // Looked up before `key` (L1, then in the same L2 round trip) and never written: the
+    // reference variant's entry while the controller serves an interchangeable fast variant,
+    // so a precision switch does not turn every cached row into a miss.
+    std::optional<CacheKey> read_first;
   };
   // Schedules items the model must compute; each carries its ticket. An error (queue full)
   // fails the whole request.

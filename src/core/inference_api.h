@@ -36,13 +36,21 @@ struct EmbedRequest {
 
 struct EmbedResult {
   std::string model;    // Canonical model name.
-  std::string variant;  // The precision variant that computed it.
+  std::string variant;  // The precision variant that computed (or would compute) its rows.
+  // While the precision controller serves a fast variant, inputs already cached under the
+  // accurate (reference) variant's key are answered with those rows: an interchangeable
+  // vector, and a hit that load does not take away. This names that variant and counts them.
+  std::string reference_variant;
+  int64_t reference_rows = 0;
   int dimensions = 0;
   std::vector<float> embeddings;  // inputs.size() x dimensions, row-major.
   std::vector<int32_t> token_counts;
   int64_t cache_hits = 0;
   StageTimings timings;
 };
+// Which variants' vectors a result holds, for X-Tailcut-Variant: one name, or
+// "<reference>,<variant>" when rows of both are in it.
+std::string ServedVariants(const EmbedResult& result);
 using EmbedCallback = std::function<void(Result<EmbedResult>)>;
 
 struct TensorRequest {
@@ -57,6 +65,7 @@ struct TensorRequest {
 struct TensorResult {
   std::string model;
   std::string version;
+  std::string variant;  // The precision variant that computed it.
   std::vector<Tensor> outputs;
   StageTimings timings;
 };
@@ -71,6 +80,13 @@ struct VariantDescription {
   bool loaded = false;
   std::string error;  // Why it failed to load, when it did.
   std::string file_digest;
+  bool batch_invariant = false;
+  std::optional<double> fidelity_min_cosine;  // To fp32, measured at quantize time.
+  std::optional<double> fidelity_recall_at_10;
+  // Whether the precision controller may serve it in place of the default variant (the same
+  // vector space, src/core/variant_eligibility.h); else why not.
+  bool interchangeable = false;
+  std::string not_interchangeable_reason;
 };
 
 struct ModelDescription {
@@ -87,7 +103,15 @@ struct ModelDescription {
   std::vector<std::string> variants;  // Loaded variants' names.
   std::vector<VariantDescription> variant_details;
   std::string active_variant;
-  std::string precision_policy;  // "off", "slo" or "thresholds".
+  // The variant whose vectors define the model's vector space (model.yaml default_variant);
+  // unpinned requests only ever get vectors interchangeable with it.
+  std::string default_variant;
+  std::string precision_policy;      // "off", "slo", "thresholds" or "pinned".
+  std::string precision_controller;  // What it moves between, or why it is off.
+  // The interchangeability floor in force (PrecisionPolicy), and whether it is waived.
+  double fidelity_floor_min_cosine = 0;
+  double fidelity_floor_recall_at_10 = 0;
+  bool fidelity_floor_waived = false;
   int64_t precision_switches = 0;
 };
 

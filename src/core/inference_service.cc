@@ -21,6 +21,14 @@ std::string_view ModelStateName(ModelState state) {
   return "UNKNOWN";
 }
 
+std::string ServedVariants(const EmbedResult& result) {
+  if (result.reference_rows == 0) return result.variant;
+  if (result.reference_rows == static_cast<int64_t>(result.token_counts.size())) {
+    return result.reference_variant;
+  }
+  return result.reference_variant + "," + result.variant;
+}
+
 InferenceService::InferenceService(const InferenceServiceOptions& options, MetricsRegistry& metrics,
                                    const Clock& clock)
     : options_(options), metrics_registry_(metrics), metric_families_(metrics), clock_(clock) {}

@@ -61,6 +61,19 @@ struct PrecisionPolicy {
   int64_t fast_at_memory_used_percent = 85;
   int64_t accurate_at_rate_per_s = 40;
   int64_t accurate_at_memory_free_bytes = 3LL << 30;
+  // Which variants the controller may move to (src/core/variant_eligibility.h): only
+  // batch-invariant ones whose measured fidelity to fp32 (model.yaml, from
+  // tools/quantize_model.py's fixed check set) is at least this, in parts per million
+  // (985000 = 0.985). The floor is what "the same vector space" means for the model's users.
+  // The defaults admit all-MiniLM-L6-v2's int8-per-token (min cosine 0.9888, recall@10
+  // 0.943 on the check set; worst of 20k QQP questions 0.9867) and refuse int8-static (0.971
+  // / 0.878); raise them if users compare vectors closely across time, lower them (or waive
+  // them) only knowingly.
+  int64_t min_fidelity_cosine_ppm = 985'000;
+  int64_t min_fidelity_recall_at_10_ppm = 930'000;
+  // Operator opt-in: also move to a batch-invariant variant below the floor (or unmeasured).
+  // Batch invariance is never waived.
+  bool allow_below_fidelity_floor = false;
   // Both: no switch within this long of the previous one (anti-flapping).
   int64_t min_dwell_micros = 10'000'000;
 };

@@ -214,6 +214,7 @@ void TensorServable::ProcessBatch(Batch&& batch) {
     TensorResult result;
     result.model = config_.name;
     result.version = session_->file_digest();
+    result.variant = config_.default_variant;  // The one file a tensor model serves.
     result.timings = t->request().timings;
     result.timings.queue_micros = batch.formed_at_micros - t->enqueue_time_micros();
     result.timings.batch_micros = infer_start - batch.formed_at_micros;

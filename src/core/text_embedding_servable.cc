@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/embed_job.h"
+#include "core/variant_eligibility.h"
 
 namespace tailcut {
 
@@ -68,14 +69,35 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
         .Set(static_cast<int>(i) == active ? 1 : 0);
   }
 
-  // The controller moves between two loaded variants; without both it stays off.
-  if (options.precision.mode != "off") {
+  // The controller moves between two loaded variants, the fast one interchangeable with the
+  // accurate one (variant_eligibility.h); without both it stays off and says why.
+  if (options.precision.mode == "off") {
+    s->controller_note_ = "off by configuration (precision.mode off)";
+  } else {
     s->accurate_variant_ = s->FindVariant(options.precision.accurate_variant);
-    s->fast_variant_ = s->FindVariant(options.precision.fast_variant);
-    if (s->accurate_variant_ >= 0 && s->fast_variant_ >= 0 &&
-        s->accurate_variant_ != s->fast_variant_) {
+    std::vector<bool> loaded;
+    for (const auto& v : s->variants_) loaded.push_back(v->model != nullptr);
+    std::string why;
+    s->fast_variant_ = s->accurate_variant_ < 0
+                           ? -1
+                           : SelectFastVariant(config.variants, loaded, s->accurate_variant_,
+                                               options.precision, &why);
+    if (s->accurate_variant_ < 0) {
+      s->controller_note_ = "off: no loaded variant matches accurate_variant '" +
+                            options.precision.accurate_variant + "'";
+    } else if (s->fast_variant_ < 0) {
+      s->controller_note_ = "off: no fast variant is interchangeable with '" +
+                            config.variants[static_cast<size_t>(s->accurate_variant_)].name +
+                            "' (" + why + ")";
+    } else {
       s->controller_ = std::make_unique<PrecisionController>(options.precision, clock);
       s->SetActive(s->accurate_variant_, "controller start: accurate variant");
+      s->controller_note_ = options.precision.mode + ": " +
+                            config.variants[static_cast<size_t>(s->accurate_variant_)].name +
+                            " <-> " + config.variants[static_cast<size_t>(s->fast_variant_)].name;
+    }
+    if (!s->controller_) {
+      spdlog::warn("model '{}': precision controller {}", config.name, s->controller_note_);
     }
   }
 
@@ -241,7 +263,7 @@ void TextEmbeddingServable::WarmupRound() {
       ticket.model = config_.name;
       ticket.write = true;
       std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>> one;
-      one.emplace_back(EmbeddingCache::Item{0, p.ids, p.key}, std::move(ticket));
+      one.emplace_back(EmbeddingCache::Item{0, p.ids, p.key, std::nullopt}, std::move(ticket));
       if (ScheduleItems(job, p.variant, p.normalize, 0, std::move(one)).ok()) ++recomputed;
     }
     if (recomputed) metrics_.warmup->WithLabels({config_.name, "recomputed"}).Inc(recomputed);
@@ -252,7 +274,9 @@ void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tic
   const int64_t now = clock_.NowMicros();
   const int64_t busy = busy_micros_.load();
   LoadSignals s;
-  const int64_t wall = std::max<int64_t>(1, now - *last_tick);
+  // Busy time is summed over the workers, so the capacity of an interval is wall x workers.
+  const int64_t workers = std::max(1, scheduler_->options().num_workers);
+  const int64_t wall = std::max<int64_t>(1, now - *last_tick) * workers;
   s.utilization = std::min(1.0, static_cast<double>(busy - *last_busy) / static_cast<double>(wall));
   *last_busy = busy;
   *last_tick = now;
@@ -294,6 +318,9 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   EmbedResult result;
   result.model = config_.name;
   result.variant = v.config.name;
+  if (accurate_variant_ >= 0) {
+    result.reference_variant = variants_[static_cast<size_t>(accurate_variant_)]->config.name;
+  }
   result.dimensions = model.dimensions();
   result.token_counts.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -329,7 +356,7 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   }
   const int variant_index = *variant;
   std::vector<EmbeddingCache::Item> items(n);
-  for (size_t i = 0; i < n; ++i) items[i] = {i, std::move(ids[i]), CacheKey{}};
+  for (size_t i = 0; i < n; ++i) items[i] = {i, std::move(ids[i]), CacheKey{}, std::nullopt};
 
   if (!cache_) {
     std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>> direct;
@@ -342,8 +369,20 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   // changes it, so a precision switch or a reload can never be answered from another's entry.
   const CacheNamespace ns{config_.name, v.config.name, model.session().file_digest(),
                           readout_, normalize};
+  // While the controller (not a pin) serves its fast variant, rows cached under the accurate
+  // variant's key answer first: interchangeable by the eligibility rule, and more accurate.
+  // Once the controller is back, lookups use the accurate key alone, so a fast variant's row
+  // never answers an unpinned request then.
+  std::optional<CacheNamespace> reference_ns;
+  if (request.precision.empty() && variant_index == fast_variant_ && accurate_variant_ >= 0 &&
+      !pinned_by_admin_.load(std::memory_order_relaxed)) {
+    const Variant& ref = *variants_[static_cast<size_t>(accurate_variant_)];
+    reference_ns = CacheNamespace{config_.name, ref.config.name, ref.model->session().file_digest(),
+                                  readout_, normalize};
+  }
   for (auto& item : items) {
     item.key = MakeTextCacheKey(ns, item.ids);
+    if (reference_ns) item.read_first = MakeTextCacheKey(*reference_ns, item.ids);
     if (tracker_) tracker_->Record(item.key, item.ids, variant_index, normalize);
   }
   EmbeddingCache::Request cache_request;
@@ -465,12 +504,35 @@ ModelDescription TextEmbeddingServable::Describe() const {
   d.max_batch_size = static_cast<int>(scheduler_->options().queue.max_batch_size);
   d.inputs = model.session().inputs();
   d.outputs = model.session().outputs();
-  for (const auto& v : variants_) {
-    if (v->model) d.variants.push_back(v->config.name);
-    d.variant_details.push_back({v->config.name, v->config.precision, v->model != nullptr,
-                                 v->error, v->model ? v->model->session().file_digest() : ""});
+  for (size_t i = 0; i < variants_.size(); ++i) {
+    const Variant& v = *variants_[i];
+    if (v.model) d.variants.push_back(v.config.name);
+    VariantDescription vd;
+    vd.name = v.config.name;
+    vd.precision = v.config.precision;
+    vd.loaded = v.model != nullptr;
+    vd.error = v.error;
+    vd.file_digest = v.model ? v.model->session().file_digest() : "";
+    vd.batch_invariant = v.config.batch_invariant;
+    vd.fidelity_min_cosine = v.config.fidelity_min_cosine;
+    vd.fidelity_recall_at_10 = v.config.fidelity_recall_at_10;
+    if (static_cast<int>(i) == accurate_variant_ || v.config.name == config_.default_variant) {
+      vd.interchangeable = true;  // The reference itself.
+    } else if (Status st = CheckInterchangeable(v.config, options_.precision); st.ok()) {
+      vd.interchangeable = true;
+    } else {
+      vd.not_interchangeable_reason = st.message();
+    }
+    d.variant_details.push_back(std::move(vd));
   }
   d.active_variant = active.config.name;
+  d.default_variant = config_.default_variant;
+  d.precision_controller = controller_note_;
+  d.fidelity_floor_min_cosine =
+      static_cast<double>(options_.precision.min_fidelity_cosine_ppm) / 1e6;
+  d.fidelity_floor_recall_at_10 =
+      static_cast<double>(options_.precision.min_fidelity_recall_at_10_ppm) / 1e6;
+  d.fidelity_floor_waived = options_.precision.allow_below_fidelity_floor;
   d.precision_policy = !controller_ ? "off" : pinned_by_admin_ ? "pinned" : options_.precision.mode;
   d.precision_switches = switches_.load();
   return d;

@@ -129,6 +129,7 @@ class TextEmbeddingServable {
   std::atomic<bool> pinned_by_admin_{false};
   int accurate_variant_ = -1;  // Controller's two ends; -1 when it has none to move between.
   int fast_variant_ = -1;
+  std::string controller_note_;  // What the controller does, or why it is off (Describe()).
   std::unique_ptr<PrecisionController> controller_;
   std::unique_ptr<HotKeyTracker> tracker_;  // Null when warm-up is off.
   Family<Counter>* warmup_counter_ = nullptr;

@@ -26,6 +26,37 @@ Status ReadScalar(const YAML::Node& root, const char* key, const std::string& fi
   return Status::Ok();
 }
 
+// The one variant of a model that lists none: the model file itself, its own reference.
+VariantConfig ImplicitDefaultVariant(const std::string& file_path) {
+  VariantConfig v;
+  v.name = "fp32";
+  v.precision = "fp32";
+  v.file_path = file_path;
+  v.batch_invariant = true;
+  v.fidelity_min_cosine = 1.0;
+  v.fidelity_recall_at_10 = 1.0;
+  return v;
+}
+
+// Reads an optional measured fidelity in [lo, 1].
+Status ReadFidelity(const YAML::Node& v, const char* key, const std::string& where, double lo,
+                    std::optional<double>* out) {
+  const YAML::Node node = v[key];
+  if (!node) return Status::Ok();
+  double value = 0;
+  try {
+    value = node.as<double>();
+  } catch (const YAML::Exception&) {
+    return Status::InvalidArgument(where + ": '" + key + "' must be a number");
+  }
+  if (!(value >= lo && value <= 1.0)) {
+    return Status::InvalidArgument(where + ": '" + key + "' must be between " +
+                                   (lo < 0 ? "-1" : "0") + " and 1");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
@@ -45,7 +76,7 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
       return Status::NotFound("model folder '" + dir_arg +
                               "' has neither model.yaml nor model.onnx");
     }
-    config.variants.push_back({"fp32", "fp32", config.file_path});
+    config.variants.push_back(ImplicitDefaultVariant(config.file_path));
     config.default_variant = "fp32";
     return config;  // A bare ONNX file: a tensor model.
   }
@@ -114,9 +145,12 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
       VariantConfig variant;
       std::string vfile;
       if (!v.IsMap()) return Status::InvalidArgument(where + " must be a mapping");
-      for (Status st : {ReadScalar(v, "name", file, &variant.name),
-                        ReadScalar(v, "file", file, &vfile),
-                        ReadScalar(v, "precision", file, &variant.precision)}) {
+      for (Status st :
+           {ReadScalar(v, "name", file, &variant.name), ReadScalar(v, "file", file, &vfile),
+            ReadScalar(v, "precision", file, &variant.precision),
+            ReadScalar(v, "batch_invariant", file, &variant.batch_invariant),
+            ReadFidelity(v, "fidelity_min_cosine", where, -1.0, &variant.fidelity_min_cosine),
+            ReadFidelity(v, "fidelity_recall_at_10", where, 0.0, &variant.fidelity_recall_at_10)}) {
         if (!st.ok()) return st;
       }
       if (variant.name.empty() || vfile.empty()) {
@@ -136,7 +170,7 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
       config.variants.push_back(std::move(variant));
     }
   } else {
-    config.variants.push_back({"fp32", "fp32", config.file_path});
+    config.variants.push_back(ImplicitDefaultVariant(config.file_path));
   }
   if (Status st = ReadScalar(root, "default_variant", file, &config.default_variant); !st.ok()) {
     return st;

@@ -19,11 +19,20 @@
 //     - name: int8-static         #   precision is the one the alias picks, so list the
 //       file: model.int8-static.onnx  # best first.
 //       precision: int8
+//       batch_invariant: true     #   a row's vector does not depend on its batch-mates
+//       fidelity_min_cosine: 0.995    # measured against fp32 at quantize
+//       fidelity_recall_at_10: 0.99   # time (tools/quantize_model.py) on a fixed check set
 //   default_variant: fp32
+//
+// The last three keys say whether a variant is interchangeable with the default one for the
+// model's users (the same vector space, to a measured tolerance): the precision controller
+// only ever switches to a variant that is (src/core/variant_eligibility.h). A variant that
+// omits them is of unknown fidelity and is served only when a request pins it.
 //
 // Thread-safety: plain value types.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +47,14 @@ struct VariantConfig {
   std::string name;       // e.g. "fp32", "int8-static"
   std::string precision;  // "fp32", "fp16" or "int8": the alias a request may use
   std::string file_path;  // Absolute.
+  // True when each output row depends only on its own input row (no per-batch statistics),
+  // so batching never changes a text's vector. Unknown counts as false.
+  bool batch_invariant = false;
+  // Measured fidelity to the reference variant the quantization tool compared against (the
+  // FP32 export, which it lists with 1.0): cosine in [-1, 1], recall in [0, 1]; unset = never
+  // measured.
+  std::optional<double> fidelity_min_cosine;
+  std::optional<double> fidelity_recall_at_10;
 };
 enum class Pooling { kNone, kMean, kCls };
 

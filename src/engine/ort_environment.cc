@@ -1,7 +1,8 @@
 #include "engine/ort_environment.h"
 
 #include <mutex>
-#include <thread>
+
+#include "common/cpu_quota.h"
 
 namespace tailcut {
 namespace {
@@ -10,9 +11,7 @@ std::mutex g_mutex;
 std::unique_ptr<OrtEnvironment> g_environment;  // Guarded by g_mutex until created.
 
 int ResolveThreads(int requested) {
-  if (requested > 0) return requested;
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores == 0 ? 1 : static_cast<int>(cores);
+  return requested > 0 ? requested : AvailableCpus();
 }
 
 Ort::ThreadingOptions MakeThreadingOptions(const OrtEnvironmentOptions& options) {

@@ -18,7 +18,8 @@ namespace tailcut {
 
 struct OrtEnvironmentOptions {
   // Threads one inference may use (ONNX Runtime's intra-op pool, shared by all sessions).
-  // 0 = the number of cores. Fewer leaves cores to the IO threads; more than cores hurts.
+  // 0 = the CPUs this process may use (common/cpu_quota.h: affinity and cgroup quota).
+  // Fewer leaves cores to the IO threads; more than that hurts.
   int intra_op_threads = 0;
   // Threads for running independent graph branches in parallel; 1 is right for transformer
   // encoders, whose graphs are chains.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "server/json_body.h"
+#include "server/variant_json.h"
 
 namespace tailcut {
 
@@ -377,9 +378,12 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
       res.body += ",\"id\":";
       AppendJsonString(id, &res.body);
     }
-    res.body += ",\"outputs\":[";
+    res.body += ",\"parameters\":{\"variant\":";
+    AppendJsonString(ServedVariants(*r), &res.body);
+    res.body += "},\"outputs\":[";
     AppendKServeTensor(out, &res.body);
     res.body += "]}";
+    AddVariantHeaders(*r, &res);
     StageTimings t = r->timings;
     t.serialize_micros = ctx.clock().NowMicros() - start;
     ctx.Finish(exchange, kInferRoute, r->model, std::move(res), t);
@@ -480,7 +484,10 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
       res.body += ",\"id\":";
       AppendJsonString(id, &res.body);
     }
-    res.body += ",\"outputs\":[";
+    res.body += ",\"parameters\":{\"variant\":";
+    AppendJsonString(r->variant, &res.body);
+    res.body += "},\"outputs\":[";
+    res.headers.emplace_back("X-Tailcut-Variant", r->variant);
     for (size_t i = 0; i < r->outputs.size(); ++i) {
       if (i) res.body += ',';
       AppendKServeTensor(r->outputs[i], &res.body);
@@ -531,21 +538,7 @@ void AddKServeRoutes(Router& router, ApiContext& ctx) {
                         {"variants", d->variants},
                         {"active_variant", d->active_variant},
                         {"file_digest", d->version}};
-    if (!d->variant_details.empty()) {
-      nlohmann::json details = nlohmann::json::array();
-      for (const auto& v : d->variant_details) {
-        nlohmann::json item = {{"name", v.name},
-                               {"precision", v.precision},
-                               {"loaded", v.loaded},
-                               {"file_digest", v.file_digest}};
-        if (!v.error.empty()) item["error"] = v.error;
-        details.push_back(std::move(item));
-      }
-      j["variant_details"] = std::move(details);
-      j["precision"] = {{"policy", d->precision_policy},
-                        {"active_variant", d->active_variant},
-                        {"switches", d->precision_switches}};
-    }
+    if (!d->variant_details.empty()) j["precision"] = PrecisionJson(*d);
     if (!d->error.empty()) j["error"] = d->error;
     if (d->kind == "text-embedding") {
       j["dimensions"] = d->dimensions;

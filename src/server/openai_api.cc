@@ -1,6 +1,7 @@
 #include "server/openai_api.h"
 
 #include "server/json_body.h"
+#include "server/variant_json.h"
 
 namespace tailcut {
 namespace {
@@ -118,19 +119,20 @@ void HandleEmbeddings(ApiContext& ctx, const HttpExchangePtr& exchange) {
     res.body = FormatEmbeddings(*result, base64, requested_model);
     StageTimings t = result->timings;
     t.serialize_micros = ctx.clock().NowMicros() - start;
-    res.headers.emplace_back("X-Tailcut-Variant", result->variant);
-    res.headers.emplace_back("X-Tailcut-Cache-Hits", std::to_string(result->cache_hits));
+    AddVariantHeaders(*result, &res);
     ctx.Finish(exchange, kEmbeddingsRoute, result->model, std::move(res), t);
   });
 }
 
 nlohmann::json ModelObject(const ModelDescription& d) {
-  return {{"id", d.name},
-          {"object", "model"},
-          {"created", 0},
-          {"owned_by", "tailcut"},
-          {"kind", d.kind},
-          {"state", ModelStateName(d.state)}};
+  nlohmann::json j = {{"id", d.name},
+                      {"object", "model"},
+                      {"created", 0},
+                      {"owned_by", "tailcut"},
+                      {"kind", d.kind},
+                      {"state", ModelStateName(d.state)}};
+  if (!d.variant_details.empty()) j["precision"] = PrecisionJson(d);
+  return j;
 }
 
 }  // namespace

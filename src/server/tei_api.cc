@@ -1,6 +1,7 @@
 #include "server/tei_api.h"
 
 #include "server/json_body.h"
+#include "server/variant_json.h"
 
 namespace tailcut {
 namespace {
@@ -70,10 +71,20 @@ void HandleEmbed(ApiContext& ctx, const HttpExchangePtr& exchange) {
     out += ']';
     StageTimings t = result->timings;
     t.serialize_micros = ctx.clock().NowMicros() - start;
-    res.headers.emplace_back("X-Tailcut-Variant", result->variant);
-    res.headers.emplace_back("X-Tailcut-Cache-Hits", std::to_string(result->cache_hits));
+    AddVariantHeaders(*result, &res);
     ctx.Finish(exchange, kEmbedRoute, result->model, std::move(res), t);
   });
+}
+
+// TEI's model_dtype ("float32", "float16"): the precision of the default variant, whose
+// vector space every unpinned answer is in (the precision object says what else may serve).
+std::string ModelDtype(const ModelDescription& d) {
+  for (const auto& v : d.variant_details) {
+    if (v.name != d.default_variant) continue;
+    if (v.precision == "fp16") return "float16";
+    if (v.precision == "int8") return "int8";
+  }
+  return "float32";
 }
 
 }  // namespace
@@ -88,7 +99,7 @@ void AddTeiRoutes(Router& router, ApiContext& ctx, const TeiOptions& options) {
     res.body = nlohmann::json{
         {"model_id", d->name},
         {"model_sha", d->version.empty() ? nlohmann::json(nullptr) : nlohmann::json(d->version)},
-        {"model_dtype", d->active_variant.empty() ? "float32" : d->active_variant},
+        {"model_dtype", ModelDtype(*d)},
         {"model_type", {{"embedding", {{"pooling", "mean"}}}}},
         {"max_concurrent_requests", options.max_concurrent_requests},
         {"max_input_length", d->max_sequence_length},
@@ -96,8 +107,10 @@ void AddTeiRoutes(Router& router, ApiContext& ctx, const TeiOptions& options) {
         {"max_client_batch_size", options.max_client_batch_size},
         {"tokenization_workers", 0},
         {"version", TAILCUT_VERSION},
-        {"state", ModelStateName(d->state)}}
-                   .dump();
+        {"state", ModelStateName(d->state)},
+        {"precision",
+         PrecisionJson(
+             *d)}}.dump();
     ctx.Finish(ex, "/info", d->name, std::move(res), {});
   });
   router.Add("GET", "/health", [&ctx](const HttpExchangePtr& ex) {

@@ -7,12 +7,19 @@ tests at other folders:
   TAILCUT_TEST_TIME_SCALE  how much slower than the optimised build the server under test is
                      (default 1; scripts/ci_sanitizers.sh sets it for the ASan and TSan builds):
                      scales the few allowances that are about timing, never what is checked
-Shared data sets live beside the repository, in <repo>/../shared/data.
+  TAILCUT_SHARED_DATA  the folder holding the optional shared data sets (qqp/pairs.jsonl.gz, the
+                     labelled Quora Question Pairs), default <repo>/../shared/data. The few tests
+                     that need the QQP data (tokenizer parity on real questions, accuracy checks)
+                     skip without it, saying where they looked; with TAILCUT_REQUIRE_SHARED_DATA=1
+                     (.ci/run sets it) its absence fails them instead.
+Tests that only need realistic texts (the sample_texts fixture) take sentences from the Python
+documentation that Debian's python3.11-doc package installs (tools/doc_corpus.py).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,12 +39,55 @@ def time_scale() -> float:
     return float(os.environ.get("TAILCUT_TEST_TIME_SCALE") or 1.0)
 
 
+SHARED_DATA_ENV = "TAILCUT_SHARED_DATA"
+REQUIRE_SHARED_DATA_ENV = "TAILCUT_REQUIRE_SHARED_DATA"
+QQP_PAIRS = Path("qqp") / "pairs.jsonl.gz"
+
+
 def shared_data_dir() -> Path:
-    return REPO_ROOT.parent / "shared" / "data"
+    """The optional shared data sets: $TAILCUT_SHARED_DATA, default <repo>/../shared/data."""
+    return Path(os.environ.get(SHARED_DATA_ENV) or REPO_ROOT.parent / "shared" / "data")
+
+
+def shared_data_required() -> bool:
+    """TAILCUT_REQUIRE_SHARED_DATA=1: missing shared data fails the tests that need it."""
+    return os.environ.get(REQUIRE_SHARED_DATA_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def qqp_pairs_path() -> Path:
+    return shared_data_dir() / QQP_PAIRS
+
+
+def require_shared_data(relative: Path | str = QQP_PAIRS, what: str = "QQP pairs") -> Path:
+    """The shared data file `relative` (under shared_data_dir()). Absent, the calling test (or
+    every test using the calling fixture) is skipped with a message naming the path and the
+    variables, or fails when TAILCUT_REQUIRE_SHARED_DATA=1 (CI: never skipped silently)."""
+    path = shared_data_dir() / relative
+    if path.is_file():
+        return path
+    where = (f"{SHARED_DATA_ENV}={os.environ[SHARED_DATA_ENV]}" if os.environ.get(SHARED_DATA_ENV)
+             else f"{SHARED_DATA_ENV} unset, default <repo>/../shared/data")
+    message = f"{what} not found at {path} ({where})"
+    if shared_data_required():
+        pytest.fail(f"{message}; {REQUIRE_SHARED_DATA_ENV}=1 makes that a failure. Put the data "
+                    f"there or point {SHARED_DATA_ENV} at the folder holding {relative}.",
+                    pytrace=False)
+    pytest.skip(f"{message}: optional data, set {SHARED_DATA_ENV} to the folder holding "
+                f"{relative} to run this test")
+
+
+def pytest_report_header(config) -> str:
+    path = qqp_pairs_path()
+    state = "found" if path.is_file() else (
+        "ABSENT: the tests that need it fail" if shared_data_required()
+        else "absent: the tests that need it skip")
+    return (f"tailcut shared data: {path} ({state}; ${SHARED_DATA_ENV}, "
+            f"${REQUIRE_SHARED_DATA_ENV}={'1' if shared_data_required() else 'unset'})")
 
 
 def require_file(path: Path, what: str, hint: str) -> Path:
-    """Fails the test (not skips: CI always has these) with a message saying how to get it."""
+    """Fails the test (not skips: set-up always provides these) with a message saying how to get
+    it. Optional shared data goes through require_shared_data() instead."""
     if not path.is_file():
         pytest.fail(f"{what} not found at {path}.\n{hint}", pytrace=False)
     return path
@@ -324,8 +374,9 @@ def load_golden() -> list[GoldenItem]:
 
 
 def load_qqp_questions(limit: int = 2000) -> list[str]:
-    path = require_file(shared_data_dir() / "qqp" / "pairs.jsonl.gz", "QQP pairs",
-                        "The shared data set is expected in <repo>/../shared/data/qqp.")
+    """Distinct QQP questions in file order; skips (or fails, see require_shared_data) without
+    the data. Only for tests about QQP itself: tests that just need texts use sample_texts."""
+    path = require_shared_data(QQP_PAIRS, "QQP pairs")
     seen: dict[str, None] = {}
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
@@ -337,6 +388,32 @@ def load_qqp_questions(limit: int = 2000) -> list[str]:
             if len(seen) >= limit:
                 break
     return list(seen)[:limit]
+
+
+SAMPLE_TEXT_MAX_WORDS = 12  # ~16 tokens on average, like the short queries the timings assume.
+
+
+def load_sample_texts(limit: int = 2000) -> list[str]:
+    """Short realistic English sentences (4..12 words), distinct, in a fixed order: the "test"
+    part (disjoint from the quantization calibration texts) of the sentences of the Python
+    documentation in Debian's python3.11-doc package (tools/doc_corpus.py), which
+    scripts/setup.sh installs."""
+    tools = str(REPO_ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    try:
+        import doc_corpus
+        sentences = doc_corpus.split(doc_corpus.sentences(), "test")
+    except (ImportError, OSError) as e:
+        pytest.fail(f"sample texts unavailable ({type(e).__name__}: {e}).\nThey come from Debian's "
+                    "python3.11-doc (/usr/share/doc/python3.11/html) through tools/doc_corpus.py; "
+                    "run scripts/setup.sh, which installs the package.", pytrace=False)
+    texts = list(dict.fromkeys(t for t in sentences
+                               if t.strip() and len(t.split()) <= SAMPLE_TEXT_MAX_WORDS))[:limit]
+    if len(texts) < 200:
+        pytest.fail(f"tools/doc_corpus.py gave only {len(texts)} distinct sentences (need 200); "
+                    "is python3.11-doc fully installed?", pytrace=False)
+    return texts
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -394,8 +471,9 @@ def golden_items() -> list[GoldenItem]:
 
 
 @pytest.fixture(scope="session")
-def qqp_texts() -> list[str]:
-    return load_qqp_questions()
+def sample_texts() -> list[str]:
+    """2,000 distinct short natural sentences (Python documentation), always available."""
+    return load_sample_texts()
 
 
 @pytest.fixture(scope="session")

@@ -31,9 +31,9 @@ def busy_server(tailcut_bin, default_model_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def texts(qqp_texts, golden_items) -> list[str]:
+def texts(sample_texts, golden_items) -> list[str]:
     rng = random.Random(1234)
-    pool = rng.sample(qqp_texts, 120) + [g.text for g in golden_items]
+    pool = rng.sample(sample_texts, 120) + [g.text for g in golden_items]
     return list(dict.fromkeys(pool))
 
 

@@ -77,8 +77,8 @@ def test_base64_wire_format_is_little_endian_float32(client, server, golden_item
     np.testing.assert_array_equal(decoded[0], decoded[1])
 
 
-def test_usage_counts_match_hf_tokenizer(client, hf_tokenizer, qqp_texts):
-    texts = qqp_texts[:40] + ["x " * 400]  # The last one is truncated to 256 tokens.
+def test_usage_counts_match_hf_tokenizer(client, hf_tokenizer, sample_texts):
+    texts = sample_texts[:40] + ["x " * 400]  # The last one is truncated to 256 tokens.
     r = client.embeddings.create(input=texts, model="default", encoding_format="float")
     want = sum(len(hf_tokenizer.encode(t).ids) for t in texts)
     assert r.usage.prompt_tokens == want == r.usage.total_tokens

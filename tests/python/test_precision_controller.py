@@ -37,7 +37,7 @@ def switches(server, to: str | None = None) -> float:
 
 
 def test_switches_to_int8_under_load_and_back_without_failures(start_server, needs_int8,
-                                                               qqp_texts):
+                                                               sample_texts):
     # SLO 2 ms: any real load crosses 80 % of it. Short dwell and window keep the test quick.
     s = start_server("--precision.mode", "slo", "--precision.slo_p99_millis", "2",
                      "--precision.min_samples", "20", "--precision.min_dwell_millis", "1000",
@@ -54,7 +54,7 @@ def test_switches_to_int8_under_load_and_back_without_failures(start_server, nee
         with requests.Session() as session:
             k = 0
             while not stop.is_set():
-                text = qqp_texts[(c * 101 + k) % len(qqp_texts)]
+                text = sample_texts[(c * 101 + k) % len(sample_texts)]
                 k += 1
                 try:
                     r = session.post(s.url("/v1/embeddings"), json={"input": text}, timeout=60)
@@ -73,7 +73,7 @@ def test_switches_to_int8_under_load_and_back_without_failures(start_server, nee
     for t in threads:
         t.start()
     try:
-        wait_until(lambda: switches(s, "int8-static") + switches(s, "int8-dynamic") >= 1,
+        wait_until(lambda: sum(switches(s, v) for v in variants_available() if v.startswith("int8")) >= 1,
                    timeout=60, what="a switch to the INT8 variant")
 
         def int8_served() -> bool:
@@ -128,7 +128,7 @@ def test_corrupt_variant_file_is_reported_and_others_serve(start_server, tmp_pat
             (folder / f).symlink_to(src / f)
     s = start_server(model_repository=folder.parent, name="corrupt-variant")
     model = s.get("/v2/models/all-MiniLM-L6-v2").json()
-    details = {d["name"]: d for d in model["variant_details"]}
+    details = {d["name"]: d for d in model["precision"]["variants"]}
     broken = [n for n, d in details.items() if n.startswith("int8")]
     assert broken and all(not details[n]["loaded"] and details[n]["error"] for n in broken)
     assert details["fp32"]["loaded"]

@@ -34,8 +34,8 @@ def repo(tmp_path_factory, default_model_dir):
 
 
 @pytest.fixture(scope="module")
-def texts(qqp_texts, golden_items):
-    return qqp_texts[:40] + [g.text for g in golden_items[8:40]]
+def texts(sample_texts, golden_items):
+    return sample_texts[:40] + [g.text for g in golden_items[8:40]]
 
 
 def embed_alone(server, texts) -> dict[str, np.ndarray]:

@@ -10,8 +10,9 @@ is given to HF as raw.decode("utf-8", "replace"), which is what the C++ side doe
 
 Run:  .venv/bin/python -m pytest tests/python/test_tokenizer_parity.py -q
 Needs: the build ($TAILCUT_BUILD_DIR, default <repo>/build, target tokenize_dump), the model
-($TAILCUT_MODEL_DIR, default <repo>/models/all-MiniLM-L6-v2) and
-<repo>/../shared/data/qqp/pairs.jsonl.gz.
+($TAILCUT_MODEL_DIR, default <repo>/models/all-MiniLM-L6-v2) and the QQP pairs
+($TAILCUT_SHARED_DATA/qqp/pairs.jsonl.gz, default <repo>/../shared/data/qqp/pairs.jsonl.gz):
+without them the parity tests skip (fail with TAILCUT_REQUIRE_SHARED_DATA=1, as in CI).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import build_dir, model_dir, require_file, shared_data_dir
+from conftest import build_dir, model_dir, require_file, require_shared_data
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -51,8 +52,7 @@ def tokenize_dump() -> Path:
 
 @pytest.fixture(scope="module")
 def qqp_questions() -> list[str]:
-    path = require_file(shared_data_dir() / "qqp" / "pairs.jsonl.gz", "QQP pairs",
-                        "The shared data set is expected beside the repository.")
+    path = require_shared_data("qqp/pairs.jsonl.gz", "QQP pairs (real questions for the parity corpus)")
     seen: dict[str, None] = {}
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:

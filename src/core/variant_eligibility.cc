@@ -1,0 +1,67 @@
+#include "core/variant_eligibility.h"
+
+#include <cstdio>
+
+namespace tailcut {
+namespace {
+
+std::string Figure(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", value);
+  return buf;
+}
+
+}  // namespace
+
+Status CheckInterchangeable(const VariantConfig& variant, const PrecisionPolicy& policy) {
+  if (!variant.batch_invariant) {
+    return Status::FailedPrecondition(
+        "variant '" + variant.name +
+        "' is not batch-invariant (its vectors depend on their batch-mates)");
+  }
+  if (policy.allow_below_fidelity_floor) return Status::Ok();
+  const double min_cosine = static_cast<double>(policy.min_fidelity_cosine_ppm) / 1e6;
+  const double min_recall = static_cast<double>(policy.min_fidelity_recall_at_10_ppm) / 1e6;
+  if (!variant.fidelity_min_cosine || !variant.fidelity_recall_at_10) {
+    return Status::FailedPrecondition("variant '" + variant.name +
+                                      "' has no measured fidelity to fp32 in model.yaml");
+  }
+  if (*variant.fidelity_min_cosine < min_cosine) {
+    return Status::FailedPrecondition("variant '" + variant.name + "' has min cosine " +
+                                      Figure(*variant.fidelity_min_cosine) +
+                                      " to fp32, under the floor " + Figure(min_cosine));
+  }
+  if (*variant.fidelity_recall_at_10 < min_recall) {
+    return Status::FailedPrecondition("variant '" + variant.name + "' has recall@10 " +
+                                      Figure(*variant.fidelity_recall_at_10) +
+                                      ", under the floor " + Figure(min_recall));
+  }
+  return Status::Ok();
+}
+
+int SelectFastVariant(const std::vector<VariantConfig>& variants, const std::vector<bool>& loaded,
+                      int accurate, const PrecisionPolicy& policy, std::string* why) {
+  why->clear();
+  // An exact name wins over a precision alias, as in request pins.
+  bool by_name = false;
+  for (const auto& v : variants) by_name = by_name || v.name == policy.fast_variant;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const VariantConfig& v = variants[i];
+    if (by_name ? v.name != policy.fast_variant : v.precision != policy.fast_variant) continue;
+    std::string reason;
+    if (static_cast<int>(i) == accurate) {
+      reason = "variant '" + v.name + "' is the accurate variant itself";
+    } else if (i >= loaded.size() || !loaded[i]) {
+      reason = "variant '" + v.name + "' failed to load";
+    } else if (Status s = CheckInterchangeable(v, policy); !s.ok()) {
+      reason = s.message();
+    } else {
+      return static_cast<int>(i);
+    }
+    *why += (why->empty() ? "" : "; ") + reason;
+  }
+  if (why->empty()) why->assign("no variant matches '" + policy.fast_variant + "'");
+  return -1;
+}
+
+}  // namespace tailcut
