@@ -2,14 +2,15 @@
 // batch workers (batching.num_workers, per model) and ONNX Runtime's intra-op threads
 // (engine.intra_op_threads, one pool shared by every session), when either is left at 0.
 //
-// The rule: one single-threaded batch worker per CPU. Batches of short texts parallelise
-// poorly inside one inference (a 64 x 16-token batch spends much of its time in small
-// per-layer ops and the pool's fork/join), while independent batches on separate cores
-// scale linearly; on 2 CPUs two one-thread workers sustained +17 % more short-text requests
-// at P99 <= 86 ms than one worker with both threads, and medium/mixed texts +0-5 %
-// (BENCHMARKS.md, "Engine layout"). The price is a single batch's latency at low load, which
-// stays well under the SLO because batches are bounded by batching.max_batch_tokens. With one
-// count given, the other fills the CPUs (workers x threads = CPUs); both given are kept.
+// The rule: one batch worker that spreads each batch over every CPU. What the SLO sees is a
+// batch's latency, and a worker with fewer threads runs its batch proportionally longer: on
+// a slow 2-CPU machine one 4 x 128-token batch takes 92 ms with 2 threads and 166 ms with
+// one, so two one-thread workers cannot hold P99 <= 86 ms on medium texts at any rate, while
+// for short texts they add throughput (BENCHMARKS.md, "Engine layout"). Hence the default
+// favours latency, and a short-text service asks for the other split with one count: given
+// one, the other fills the CPUs (workers x threads = CPUs; `--threads 1` on 2 CPUs = two
+// one-thread workers); both given are kept. Machines with more CPUs were not measured here:
+// past the point where one batch stops scaling with threads, give batching.num_workers.
 //
 // Thread-safety: pure functions.
 #pragma once

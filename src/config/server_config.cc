@@ -255,7 +255,7 @@ std::vector<Setting> BuildSettings() {
   t.push_back(Field(
                   "engine.intra_op_threads",
                   "Threads one inference may use (shared by all models); 0 = CPUs / batch "
-                  "workers (1 when both are 0).",
+                  "workers (all CPUs when both are 0).",
                   [](auto& c) -> auto& { return c.engine.intra_op_threads; })
                   .AtLeast(0)
                   .Alias("--threads"));
@@ -325,8 +325,8 @@ std::vector<Setting> BuildSettings() {
                   .AtLeast(1));
   t.push_back(Field(
                   "batching.num_workers",
-                  "Threads per model that run batches; 0 = one per CPU (with "
-                  "engine.intra_op_threads 0: one thread each).",
+                  "Threads per model that run batches; 0 = CPUs / engine.intra_op_threads "
+                  "(1 when both are 0).",
                   [](auto& c) -> auto& { return c.service.text.scheduler.num_workers; },
                   [](auto& c) -> auto& { return c.service.tensor.scheduler.num_workers; })
                   .AtLeast(0));

@@ -21,10 +21,9 @@ namespace tailcut {
 struct BatchSchedulerOptions {
   BatchQueueOptions queue;
   // Threads that run batches, concurrently. 0 = chosen by the server from its CPUs
-  // (src/config/engine_layout.h: one single-threaded worker per CPU), else 1 here. One worker
-  // suits an engine that spreads each batch over every core (ONNX Runtime's intra-op pool);
-  // several one-thread workers run independent batches side by side, which scales better
-  // for the small batches of short texts.
+  // (src/config/engine_layout.h: one, spreading each batch over every CPU), else 1 here. One
+  // worker keeps a batch's latency lowest; several one-thread workers run independent
+  // batches side by side, which adds throughput for the small batches of short texts.
   int num_workers = 0;
   // Initial guess of one batch's run time, used for deadline decisions until batches have
   // been measured (an exponentially weighted average of measured times replaces it).

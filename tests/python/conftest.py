@@ -422,6 +422,59 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
+class EmbeddingLoad:
+    """Closed-loop clients that keep posting one text each to /v1/embeddings until stopped (a
+    context manager), keeping every answer as (text, vector, X-Tailcut-Variant) and every
+    failure (non-200 or transport error). Client c sends texts[(c * 97 + k) % len(texts)]."""
+
+    def __init__(self, server: "TailcutServer", texts: list[str], clients: int = 4):
+        self.server, self.texts = server, texts
+        self.answers: list[tuple[str, np.ndarray, str]] = []
+        self.failures: list[str] = []
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._client, args=(c,), daemon=True)
+                         for c in range(clients)]
+
+    def _client(self, c: int) -> None:
+        with requests.Session() as session:
+            k = 0
+            while not self._stop.is_set():
+                text = self.texts[(c * 97 + k) % len(self.texts)]
+                k += 1
+                try:
+                    r = session.post(self.server.url("/v1/embeddings"), json={"input": text},
+                                     timeout=60)
+                except requests.RequestException as e:
+                    with self.lock:
+                        self.failures.append(repr(e))
+                    continue
+                with self.lock:
+                    if r.status_code != 200:
+                        self.failures.append(f"{r.status_code} {r.text[:200]}")
+                    else:
+                        self.answers.append((text, np.asarray(r.json()["data"][0]["embedding"]),
+                                             r.headers["X-Tailcut-Variant"]))
+
+    def served_by(self) -> dict[str, int]:
+        """How many answers each X-Tailcut-Variant value got so far."""
+        with self.lock:
+            counts: dict[str, int] = {}
+            for _, _, v in self.answers:
+                counts[v] = counts.get(v, 0) + 1
+            return counts
+
+    def __enter__(self) -> "EmbeddingLoad":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=60)
+
+
 def run_threads(worker, count: int) -> None:
     """Runs worker(i) for i in range(count) on `count` threads, all released at once; re-raises
     the first exception a worker raised."""

@@ -5,13 +5,9 @@ is gone. Pinned requests are never moved."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import numpy as np
 import pytest
-import requests
-from conftest import cosine_rows, model_dir, parse_prometheus, value, wait_until
+from conftest import EmbeddingLoad, cosine_rows, model_dir, parse_prometheus, value, wait_until
 
 
 def variants_available() -> set[str]:
@@ -45,48 +41,14 @@ def test_switches_to_int8_under_load_and_back_without_failures(start_server, nee
                      "--cache.enabled=false", "--requests.max_queue_delay_millis", "0",
                      name="controller")
     assert s.get("/v2/models/default").json()["precision"]["active_variant"] == "fp32"
-    failures: list[str] = []
-    served_by: dict[str, int] = {}
-    stop = threading.Event()
-    lock = threading.Lock()
-
-    def client(c: int) -> None:
-        with requests.Session() as session:
-            k = 0
-            while not stop.is_set():
-                text = sample_texts[(c * 101 + k) % len(sample_texts)]
-                k += 1
-                try:
-                    r = session.post(s.url("/v1/embeddings"), json={"input": text}, timeout=60)
-                except requests.RequestException as e:
-                    with lock:
-                        failures.append(repr(e))
-                    continue
-                with lock:
-                    if r.status_code != 200:
-                        failures.append(f"{r.status_code} {r.text[:200]}")
-                    else:
-                        v = r.headers["X-Tailcut-Variant"]
-                        served_by[v] = served_by.get(v, 0) + 1
-
-    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(4)]
-    for t in threads:
-        t.start()
-    try:
-        wait_until(lambda: sum(switches(s, v) for v in variants_available() if v.startswith("int8")) >= 1,
+    with EmbeddingLoad(s, sample_texts) as load:
+        wait_until(lambda: sum(switches(s, v) for v in variants_available()
+                               if v.startswith("int8")) >= 1,
                    timeout=60, what="a switch to the INT8 variant")
-
-        def int8_served() -> bool:
-            with lock:
-                return any(v.startswith("int8") for v in served_by)
-
-        wait_until(int8_served, timeout=30, what="a request answered by the INT8 variant")
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=60)
-    assert not failures, failures[:5]
-    assert any(v.startswith("int8") for v in served_by), served_by
+        wait_until(lambda: any(v.startswith("int8") for v in load.served_by()), timeout=30,
+                   what="a request answered by the INT8 variant")
+    assert not load.failures, load.failures[:5]
+    assert any(v.startswith("int8") for v in load.served_by()), load.served_by()
     model = s.get("/v2/models/default").json()
     assert model["precision"]["policy"] == "slo"
     # Load gone: the window empties, the accurate variant is predicted to fit, it comes back.

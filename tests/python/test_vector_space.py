@@ -19,12 +19,11 @@ above the configured floor. These tests run the real server with the real varian
 from __future__ import annotations
 
 import subprocess
-import threading
 
 import numpy as np
 import pytest
 import requests
-from conftest import cosine_rows, wait_until
+from conftest import EmbeddingLoad, cosine_rows, wait_until
 
 MODEL = "/v2/models/default"
 
@@ -105,39 +104,9 @@ def test_answers_stay_in_the_vector_space_across_switches(start_server, sample_t
     _, h = embed(s, warm)
     assert h["X-Tailcut-Variant"] == "fp32"
 
-    answers: list[tuple[str, np.ndarray, str]] = []
-    failures: list[str] = []
-    stop = threading.Event()
-    lock = threading.Lock()
-
-    def client(c: int) -> None:
-        with requests.Session() as session:
-            k = 0
-            while not stop.is_set():
-                text = pool[(c * 97 + k) % len(pool)]
-                k += 1
-                try:
-                    r = session.post(s.url("/v1/embeddings"), json={"input": text}, timeout=60)
-                except requests.RequestException as e:
-                    with lock:
-                        failures.append(repr(e))
-                    continue
-                with lock:
-                    if r.status_code != 200:
-                        failures.append(f"{r.status_code} {r.text[:200]}")
-                    else:
-                        answers.append((text, np.asarray(r.json()["data"][0]["embedding"]),
-                                        r.headers["X-Tailcut-Variant"]))
-
-    def served_by_fast() -> bool:
-        with lock:
-            return any(v == fast for _, _, v in answers)
-
-    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(4)]
-    for t in threads:
-        t.start()
-    try:
-        wait_until(served_by_fast, timeout=60, what=f"an answer computed by {fast}")
+    with EmbeddingLoad(s, pool) as load:
+        wait_until(lambda: fast in load.served_by(), timeout=60,
+                   what=f"an answer computed by {fast}")
         # Still under load, hence (dwell, window) still on the fast variant: the texts cached
         # under fp32 are hits, answered with their fp32 rows.
         wait_until(lambda: precision(s)["active_variant"] == fast, timeout=30,
@@ -145,11 +114,8 @@ def test_answers_stay_in_the_vector_space_across_switches(start_server, sample_t
         got, h = embed(s, warm)
         assert h["X-Tailcut-Cache-Hits"] == str(len(warm)), dict(h)
         assert h["X-Tailcut-Variant"] == "fp32", dict(h)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=60)
-    assert not failures, failures[:5]
+    assert not load.failures, load.failures[:5]
+    answers = load.answers
     variants_seen = {v for _, _, v in answers}
     assert variants_seen <= {"fp32", fast}, variants_seen
 
