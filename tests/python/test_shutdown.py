@@ -152,12 +152,9 @@ def test_sigterm_with_short_grace_answers_or_refuses_cleanly(start_server, repo,
     # the signal: a request still in transit then (sent just before it) may find its
     # connection closed. What was read is never dropped: it is answered, 200 or 503 (the log
     # check below). How long "in transit" lasts depends on how fast the server reads: 50 ms
-    # for the optimised build, scaled for sanitizer builds (TSan runs it ~10x slower), or the
-    # longest round trip under this load when that is longer.
-    # On a slow or busy machine a request waits longer between the client's stamp and the
-    # server reading it (32 Python client threads, one IO thread); the longest round trip before
-    # the signal bounds that on this machine. That nothing read was dropped is checked below,
-    # from the server's own log.
+    # for the optimised build, scaled for sanitizer builds (TSan runs it ~10x slower), or, on
+    # a slow or busy machine (32 Python client threads, one IO thread), the longest round trip
+    # seen before the signal when that is longer.
     before = sorted(o.done_at - o.sent_at for o in outcomes
                     if o.status == 200 and o.done_at is not None and o.done_at < signal_time)
     lag = before[-1] if before else 0.0
