@@ -586,6 +586,16 @@ std::vector<Setting> BuildSettings() {
                    "No switch sooner than this after the previous one (anti-flapping).", 1000,
                    [](auto& c) -> auto& { return c.service.text.precision.min_dwell_micros; })
                   .AtLeast(0));
+  t.push_back(Field("precision.reference_backfill_max_keys",
+                    "Inputs answered by the fast variant remembered to get accurate rows in "
+                    "idle time; the controller returns only once none are owed. 0 = off.",
+                    [](auto& c) -> auto& { return c.service.text.reference_backfill_max_keys; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "precision.reference_backfill_rows_per_round",
+                  "Accurate rows the backfill adds per idle 50 ms (bounds its cost to a client).",
+                  [](auto& c) -> auto& { return c.service.text.reference_backfill_rows_per_round; })
+                  .AtLeast(0));
   t.push_back(Bind("precision.interval_millis", "How often the controller evaluates the load.",
                    1000, [](auto& c) -> auto& { return c.service.text.precision_interval_micros; })
                   .AtLeast(1));

@@ -57,6 +57,7 @@ bool PrecisionController::WantAccurate(const LoadSignals& s, std::string* reason
     }
     return false;
   }
+  if (s.reference_rows_owed > 0) return false;
   // Predict the accurate variant's load from the fast one's: service time scales by the
   // measured slowdown; so does utilisation, and the latency at least as much.
   const double slowdown = std::max(1.0, s.accurate_slowdown);

@@ -8,7 +8,8 @@
 //    one when the recent P99 approaches the SLO (>= degrade_at_slo_fraction of it) or the
 //    inference worker is nearly saturated; come back only when the accurate variant is
 //    predicted to fit comfortably: the current P99 and utilisation scaled by how much
-//    slower the accurate variant is (measured) stay under restore thresholds.
+//    slower the accurate variant is (measured) stay under restore thresholds, and the
+//    accurate variant's cache already holds what the fast one answered.
 //  - thresholds: the source article's rule, expressed as configuration: fast when
 //    rate >= fast_at_rate_per_s AND memory use > fast_at_memory_used_fraction; accurate when
 //    rate <= accurate_at_rate_per_s AND free memory >= accurate_at_memory_free_bytes;
@@ -35,6 +36,11 @@ struct LoadSignals {
   // How many times slower the accurate variant is than the fast one per token (measured;
   // 1 until both have run).
   double accurate_slowdown = 1.0;
+  // Inputs the fast variant answered whose accurate rows are not cached yet (the servable's
+  // reference backfill still owes them). slo does not come back while any are owed: each
+  // would turn into a miss at the moment of switching, all at once for the hottest inputs,
+  // and that burst is enough load to send the controller straight back.
+  int64_t reference_rows_owed = 0;
 };
 
 struct PrecisionPolicy {

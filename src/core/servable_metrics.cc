@@ -33,7 +33,9 @@ ServableMetricFamilies::ServableMetricFamilies(MetricsRegistry& r)
                                    {"model", "variant"})),
       warmup_(r.AddCounter("tailcut_warmup_total",
                            "Predictive warm-up actions: refreshed_from_l2, recomputed, "
-                           "skipped_busy (queue not empty), loaded (at start-up from Redis)",
+                           "skipped_busy (queue not empty), loaded (at start-up from Redis), "
+                           "reference_backfill (accurate rows for inputs the fast variant "
+                           "answered)",
                            {"model", "action"})) {}
 
 ServableMetrics ServableMetricFamilies::ForModel(const std::string& model) {

@@ -192,9 +192,12 @@ void TextEmbeddingServable::BackgroundLoop() {
   int64_t next_control = controller_ ? last_tick + options_.precision_interval_micros : far;
   const int64_t bucket = options_.warmup_tracker.bucket_micros;
   int64_t next_warmup = tracker_ ? (last_tick / bucket + 1) * bucket + bucket / 10 : far;
+  const bool backfills = controller_ && cache_ && options_.reference_backfill_rows_per_round > 0;
+  int64_t next_backfill = backfills ? last_tick + options_.reference_backfill_interval_micros : far;
+  int64_t backfill_busy = busy_micros_.load(), backfill_tick = last_tick;
   std::unique_lock<std::mutex> lock(controller_mutex_);
   while (!controller_stop_) {
-    const int64_t wait = std::min(next_control, next_warmup) - clock_.NowMicros();
+    const int64_t wait = std::min({next_control, next_warmup, next_backfill}) - clock_.NowMicros();
     if (wait > 0) {
       controller_wake_.wait_for(lock, std::chrono::microseconds(wait));
       continue;
@@ -204,6 +207,13 @@ void TextEmbeddingServable::BackgroundLoop() {
     if (now >= next_control) {
       ControllerTick(&last_busy, &last_tick);
       next_control = now + options_.precision_interval_micros;
+    }
+    if (now >= next_backfill) {
+      const int64_t busy = busy_micros_.load();
+      BackfillRound(busy - backfill_busy, now - backfill_tick);
+      backfill_busy = busy;
+      backfill_tick = now;
+      next_backfill = now + options_.reference_backfill_interval_micros;
     }
     if (now >= next_warmup) {
       WarmupRound();
@@ -215,6 +225,71 @@ void TextEmbeddingServable::BackgroundLoop() {
 }
 
 std::string TextEmbeddingServable::HotSetKey() const { return config_.name; }
+
+Status TextEmbeddingServable::ScheduleCacheFill(const std::vector<int64_t>& ids,
+                                                const CacheKey& key, int variant,
+                                                bool normalize) {
+  // A one-row job nobody waits for: its only effect is the cache store on completion.
+  const TextEmbeddingModel& model = *variants_[static_cast<size_t>(variant)]->model;
+  EmbedResult result;
+  result.model = config_.name;
+  result.dimensions = model.dimensions();
+  result.token_counts = {static_cast<int32_t>(ids.size())};
+  result.embeddings.resize(static_cast<size_t>(model.dimensions()));
+  auto job = std::make_shared<EmbedJob>(std::move(result), [](Result<EmbedResult>) {});
+  CacheTicket ticket;
+  ticket.key = key;
+  ticket.tag = cache_tag_;
+  ticket.model = config_.name;
+  ticket.write = true;
+  std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>> one;
+  one.emplace_back(EmbeddingCache::Item{0, ids, key, std::nullopt}, std::move(ticket));
+  return ScheduleItems(job, variant, normalize, 0, std::move(one));
+}
+
+void TextEmbeddingServable::RememberForBackfill(const EmbeddingCache::Item& item,
+                                                bool normalize) {
+  std::lock_guard<std::mutex> lock(backfill_mutex_);
+  // Off (no rows per round): nothing is owed, or the controller would never come back.
+  if (options_.reference_backfill_rows_per_round == 0 ||
+      backfill_.size() >= options_.reference_backfill_max_keys) {
+    return;
+  }
+  if (!backfill_keys_.insert(*item.read_first).second) return;
+  backfill_.push_back({item.ids, *item.read_first, normalize});
+}
+
+void TextEmbeddingServable::BackfillRound(int64_t busy_micros, int64_t interval_micros) {
+  // Only in idle time: the reference rows are for later requests, never at the cost of a
+  // client's latency now.
+  const int64_t workers = std::max(1, scheduler_->options().num_workers);
+  if (accurate_variant_ < 0 || scheduler_->queued_rows() > 0 ||
+      100 * busy_micros >= options_.reference_backfill_below_utilization_percent *
+                               std::max<int64_t>(1, interval_micros) * workers) {
+    return;
+  }
+  size_t filled = 0;
+  while (filled < options_.reference_backfill_rows_per_round) {
+    BackfillEntry e;
+    {
+      std::lock_guard<std::mutex> lock(backfill_mutex_);
+      if (backfill_.empty()) break;
+      e = std::move(backfill_.front());
+      backfill_.pop_front();
+      backfill_keys_.erase(e.key);
+    }
+    // Most remembered inputs were answered from the reference entry itself; they cost a
+    // lookup here, not a place in the round.
+    if (cache_->l1() && cache_->l1()->Contains(e.key)) continue;
+    if (ScheduleCacheFill(e.ids, e.key, accurate_variant_, e.normalize).ok()) ++filled;
+  }
+  if (filled) metrics_.warmup->WithLabels({config_.name, "reference_backfill"}).Inc(filled);
+}
+
+size_t TextEmbeddingServable::ReferenceRowsOwed() {
+  std::lock_guard<std::mutex> lock(backfill_mutex_);
+  return backfill_.size();
+}
 
 void TextEmbeddingServable::WarmupRound() {
   const Variant& active = *variants_[static_cast<size_t>(active_variant_.load())];
@@ -249,22 +324,7 @@ void TextEmbeddingServable::WarmupRound() {
         metrics_.warmup->WithLabels({config_.name, "skipped_busy"}).Inc();
         continue;
       }
-      // A one-row job nobody waits for: its only effect is the cache store on completion.
-      const TextEmbeddingModel& model = *variants_[static_cast<size_t>(p.variant)]->model;
-      EmbedResult result;
-      result.model = config_.name;
-      result.dimensions = model.dimensions();
-      result.token_counts = {static_cast<int32_t>(p.ids.size())};
-      result.embeddings.resize(static_cast<size_t>(model.dimensions()));
-      auto job = std::make_shared<EmbedJob>(std::move(result), [](Result<EmbedResult>) {});
-      CacheTicket ticket;
-      ticket.key = p.key;
-      ticket.tag = cache_tag_;
-      ticket.model = config_.name;
-      ticket.write = true;
-      std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>> one;
-      one.emplace_back(EmbeddingCache::Item{0, p.ids, p.key, std::nullopt}, std::move(ticket));
-      if (ScheduleItems(job, p.variant, p.normalize, 0, std::move(one)).ok()) ++recomputed;
+      if (ScheduleCacheFill(p.ids, p.key, p.variant, p.normalize).ok()) ++recomputed;
     }
     if (recomputed) metrics_.warmup->WithLabels({config_.name, "recomputed"}).Inc(recomputed);
   });
@@ -287,6 +347,7 @@ void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tic
   const int64_t accurate = variants_[static_cast<size_t>(accurate_variant_)]->nanos_per_token.load();
   const int64_t fast = variants_[static_cast<size_t>(fast_variant_)]->nanos_per_token.load();
   if (accurate > 0 && fast > 0) s.accurate_slowdown = static_cast<double>(accurate) / fast;
+  s.reference_rows_owed = static_cast<int64_t>(ReferenceRowsOwed());
   if (pinned_by_admin_) return;
   if (controller_->Update(s)) {
     SetActive(controller_->on_fast() ? fast_variant_ : accurate_variant_,
@@ -382,7 +443,10 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   }
   for (auto& item : items) {
     item.key = MakeTextCacheKey(ns, item.ids);
-    if (reference_ns) item.read_first = MakeTextCacheKey(*reference_ns, item.ids);
+    if (reference_ns) {
+      item.read_first = MakeTextCacheKey(*reference_ns, item.ids);
+      if (request.cache_write) RememberForBackfill(item, normalize);
+    }
     if (tracker_) tracker_->Record(item.key, item.ids, variant_index, normalize);
   }
   EmbeddingCache::Request cache_request;

@@ -15,10 +15,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/hot_key_tracker.h"
@@ -62,6 +64,21 @@ struct TextServableOptions {
   int64_t warmup_min_forecast = 2;
   int64_t warmup_refresh_horizon_micros = 30'000'000;
   size_t warmup_max_recompute_per_bucket = 64;
+  // Reference backfill: while the controller serves its fast variant, the inputs it
+  // answers are remembered (up to reference_backfill_max_keys), and in idle time their
+  // accurate rows are computed into the accurate variant's cache entries; the controller
+  // comes back only once none are owed (LoadSignals::reference_rows_owed). Without it every
+  // hot input first seen on the fast variant would miss at the moment of switching back
+  // (the fast variant's rows are never served then), and that burst sends the controller
+  // straight back. Idle time means: nothing queued, and the workers busy less than
+  // reference_backfill_below_utilization_percent of the last
+  // reference_backfill_interval_micros; each such interval adds at most
+  // reference_backfill_rows_per_round rows, which bounds what the backfill adds to a
+  // client's wait to one small batch. 0 rows = off.
+  size_t reference_backfill_max_keys = 8192;
+  int64_t reference_backfill_interval_micros = 50'000;
+  size_t reference_backfill_rows_per_round = 4;
+  int64_t reference_backfill_below_utilization_percent = 50;
 };
 
 class TextEmbeddingServable {
@@ -112,6 +129,16 @@ class TextEmbeddingServable {
   void BackgroundLoop();
   void ControllerTick(int64_t* last_busy, int64_t* last_tick);
   void WarmupRound();
+  // Queues one row of `variant` whose only effect is storing it under `key` (warm-up and
+  // reference backfill).
+  Status ScheduleCacheFill(const std::vector<int64_t>& ids, const CacheKey& key, int variant,
+                           bool normalize);
+  // Reference backfill (TextServableOptions): remembers an input answered by the fast
+  // variant; one round computes a few remembered ones with the accurate variant.
+  void RememberForBackfill(const EmbeddingCache::Item& item, bool normalize);
+  // `busy_micros` is the workers' busy time since the previous round.
+  void BackfillRound(int64_t busy_micros, int64_t interval_micros);
+  size_t ReferenceRowsOwed();
   // At start-up: fills L1 with the entries the previous process persisted as hot.
   void LoadPersistedHotSet();
   std::string HotSetKey() const;
@@ -138,6 +165,15 @@ class TextEmbeddingServable {
   std::atomic<int64_t> switches_{0};
   Family<Counter>* switch_counter_ = nullptr;
   Family<Gauge>* active_gauge_ = nullptr;
+
+  struct BackfillEntry {
+    std::vector<int64_t> ids;
+    CacheKey key;  // The accurate variant's key.
+    bool normalize = true;
+  };
+  std::mutex backfill_mutex_;  // Guards backfill_ and backfill_keys_.
+  std::deque<BackfillEntry> backfill_;
+  std::unordered_set<CacheKey, CacheKeyHash> backfill_keys_;
 
   std::mutex controller_mutex_;
   std::condition_variable controller_wake_;

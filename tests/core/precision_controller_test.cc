@@ -73,6 +73,22 @@ TEST_F(PrecisionControllerTest, RestoresOnlyWhenTheAccurateVariantIsPredictedToF
   EXPECT_FALSE(c.on_fast());
 }
 
+TEST_F(PrecisionControllerTest, StaysOnTheFastVariantWhileReferenceRowsAreOwed) {
+  PrecisionController c(policy_, clock_);
+  ASSERT_TRUE(c.Update(Slo(80)));
+  clock_.AdvanceMicros(policy_.min_dwell_micros);
+  // Every load signal says "come back", but the accurate variant's cache does not hold what
+  // the fast one answered yet: switching now would turn each of those into a miss at once.
+  LoadSignals idle = Slo(5, 0.05, 1.2);
+  idle.reference_rows_owed = 3;
+  EXPECT_FALSE(c.Update(idle));
+  EXPECT_TRUE(c.on_fast());
+  idle.reference_rows_owed = 0;
+  EXPECT_TRUE(c.Update(idle));
+  EXPECT_FALSE(c.on_fast());
+  EXPECT_EQ(c.switches(), 2);
+}
+
 TEST_F(PrecisionControllerTest, DoesNotFlapUnderOscillatingLoad) {
   PrecisionController c(policy_, clock_);
   // Load swinging every second between overload and idle for two minutes: at most one

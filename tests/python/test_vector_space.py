@@ -23,7 +23,7 @@ import subprocess
 import numpy as np
 import pytest
 import requests
-from conftest import EmbeddingLoad, cosine_rows, wait_until
+from conftest import EmbeddingLoad, cosine_rows, scrape, values, wait_until
 
 MODEL = "/v2/models/default"
 
@@ -134,13 +134,16 @@ def test_answers_stay_in_the_vector_space_across_switches(start_server, sample_t
     exact = np.array([float(vec @ reference[t]) for t, vec, v in answers if v == "fp32"])
     assert exact.size == 0 or exact.min() >= 0.9999
 
-    # Load gone: back on fp32. Texts the fast variant computed are recomputed by fp32, never
-    # answered from the fast variant's cache entries.
+    # Load gone: back on fp32, but only once the texts the fast variant answered have fp32
+    # rows in the cache (the reference backfill, in idle time): they are hits at once, with
+    # fp32 rows, never the fast variant's entries.
     wait_until(lambda: precision(s)["active_variant"] == "fp32", timeout=60, what="back on fp32")
     by_fast = sorted({t for t, _, v in answers if v == fast})[:64]
     got, h = embed(s, by_fast)
     assert h["X-Tailcut-Variant"] == "fp32", dict(h)
+    assert h["X-Tailcut-Cache-Hits"] == str(len(by_fast)), dict(h)
     assert cosine_rows(got, np.asarray([reference[t] for t in by_fast])).min() >= 0.9999
+    assert sum(values(scrape(s), "tailcut_warmup_total", action="reference_backfill")) > 0
 
 
 def test_every_api_names_the_variant_and_the_vector_space(start_server):
