@@ -146,6 +146,10 @@ int RunServe(ServerConfigLoader& loader) {
   }
   const int64_t dropped = server->in_flight();
   server->Stop();
+  // The service goes first, explicitly: its Redis client calls back whatever is still
+  // pending (an admin flush's answer, for one) while the API context and the stopped server
+  // those callbacks refer to still exist. Declaration order would destroy them first.
+  service->reset();
   if (dropped > 0) {
     spdlog::error("stopped with {} requests unanswered", dropped);
   } else if (left > 0) {

@@ -34,7 +34,15 @@ InferenceService::InferenceService(const InferenceServiceOptions& options, Metri
     : options_(options), metrics_registry_(metrics), metric_families_(metrics), clock_(clock) {}
 
 InferenceService::~InferenceService() {
+  // Every servable has answered what it admitted and nothing refers to it any more
+  // (TextEmbeddingServable::Stop waits for that); then the Redis client, whose destructor
+  // calls its pending callbacks (cache writes, lock releases, admin flushes) with an error
+  // while the cache they point into still exists; the cache and L1 last.
   Shutdown(/*drain=*/false);
+  entries_.clear();
+  redis_.reset();
+  cache_.reset();
+  l1_.reset();
 }
 
 Result<std::unique_ptr<InferenceService>> InferenceService::Create(
@@ -190,9 +198,7 @@ void InferenceService::Shutdown(bool drain) {
   if (shutting_down_.exchange(true)) return;
   {
     std::lock_guard<std::mutex> lock(loaders_mutex_);
-    for (auto& t : loaders_) {
-      if (t.joinable()) t.join();
-    }
+    for (auto& l : loaders_) l.thread.join();
     loaders_.clear();
   }
   for (auto& [name, entry] : entries_) {
@@ -236,8 +242,33 @@ void InferenceService::WithModel(Entry* entry, std::function<void(const Status&)
   }
   if (!start_load) return then(Status::Ok());
   // Load off the caller's (IO) thread; everything that arrives meanwhile waits in `waiters`.
+  if (StartLoader([this, entry] { (void)LoadEntry(entry); })) return;
+  std::vector<std::function<void(const Status&)>> waiters;
+  {
+    std::lock_guard<std::mutex> lock(entry->mutex);
+    entry->state = ModelState::kUnloaded;
+    waiters.swap(entry->waiters);
+  }
+  for (auto& w : waiters) w(Status::Unavailable("server is shutting down"));
+}
+
+bool InferenceService::StartLoader(std::function<void()> work) {
   std::lock_guard<std::mutex> lock(loaders_mutex_);
-  loaders_.emplace_back([this, entry] { (void)LoadEntry(entry); });
+  if (shutting_down_) return false;
+  // Finished loaders are joined here, so a long-lived server does not keep one exited thread
+  // per reload until shutdown.
+  std::erase_if(loaders_, [](Loader& l) {
+    if (!l.finished->load()) return false;
+    l.thread.join();  // It has returned from its work: this is immediate.
+    return true;
+  });
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  std::thread thread([work = std::move(work), finished] {
+    work();
+    finished->store(true);
+  });
+  loaders_.push_back({std::move(thread), std::move(finished)});
+  return true;
 }
 
 void InferenceService::Embed(EmbedRequest request, EmbedCallback done) {
@@ -257,11 +288,16 @@ void InferenceService::Embed(EmbedRequest request, EmbedCallback done) {
   WithModel(entry, [entry, shared_request, shared_done](const Status& s) {
     if (!s.ok()) return (*shared_done)(s);
     std::shared_ptr<TextEmbeddingServable> text;
+    InFlightGate::Pass pass;
     {
+      // Admitted under the lock a reload swaps the servable under: the request either holds
+      // a pass of the copy it picked (which a reload then waits for) or sees the new copy.
       std::lock_guard<std::mutex> lock(entry->mutex);
       text = entry->text;
+      pass = text->Admit();
     }
-    text->Embed(std::move(*shared_request), std::move(*shared_done));
+    if (!pass) return (*shared_done)(Status::Unavailable("server is shutting down"));
+    text->Embed(std::move(*shared_request), std::move(*shared_done), std::move(pass));
   });
 }
 
@@ -299,13 +335,9 @@ void InferenceService::ReloadModel(const std::string& model,
     }
     entry->reloading = true;
   }
-  std::lock_guard<std::mutex> lock(loaders_mutex_);
-  if (shutting_down_) {
-    std::lock_guard<std::mutex> entry_lock(entry->mutex);
-    entry->reloading = false;
-    return done(Status::Unavailable("server is shutting down"));
-  }
-  loaders_.emplace_back([this, entry, done = std::move(done)] {
+  auto shared_done = std::make_shared<std::function<void(const Status&)>>(std::move(done));
+  const bool started = StartLoader([this, entry, shared_done] {
+    auto& done = *shared_done;
     const int64_t start = clock_.NowMicros();
     auto config = LoadModelConfig(entry->config.dir);
     Status status = config.status();
@@ -336,12 +368,18 @@ void InferenceService::ReloadModel(const std::string& model,
     spdlog::info("model '{}' reloaded in {} ms", entry->config.name,
                  (clock_.NowMicros() - start) / 1000);
     done(Status::Ok());
-    // Requests that picked the old copy a moment before the swap are still queueing into it;
-    // give them a moment, then let it finish its queue and stop.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // The old copy answers every request it admitted (they hold passes taken under the
+    // entry's lock, so none can arrive after this), then stops; it is destroyed when the last
+    // reference to it goes (here, or in a request that still held one).
     if (old.text) old.text->Stop(/*drain=*/true);
     if (old.tensor) old.tensor->Stop(/*drain=*/true);
   });
+  if (started) return;
+  {
+    std::lock_guard<std::mutex> entry_lock(entry->mutex);
+    entry->reloading = false;
+  }
+  (*shared_done)(Status::Unavailable("server is shutting down"));
 }
 
 void InferenceService::FlushCache(const std::string& model,

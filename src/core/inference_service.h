@@ -99,6 +99,8 @@ class InferenceService final : public InferenceApi {
   // Runs `then` once the model is ready (now, or when its load finishes), or with the error.
   void WithModel(Entry* entry, std::function<void(const Status&)> then);
   Status LoadEntry(Entry* entry);
+  // Runs `work` on a loader thread; false (nothing runs) once shutting down.
+  bool StartLoader(std::function<void()> work);
   Result<Servables> Build(const ModelConfig& config);
   ModelDescription DescribeEntry(const Entry& entry) const;
 
@@ -106,7 +108,8 @@ class InferenceService final : public InferenceApi {
   MetricsRegistry& metrics_registry_;
   ServableMetricFamilies metric_families_;
   const Clock& clock_;
-  // Declared before the entries: servables hold pointers to the cache.
+  // Declared before the entries (servables hold pointers to the cache); the destructor
+  // releases them in the order their callbacks need.
   std::unique_ptr<L1Cache> l1_;
   std::unique_ptr<RedisClient> redis_;
   std::unique_ptr<EmbeddingCache> cache_;
@@ -115,8 +118,14 @@ class InferenceService final : public InferenceApi {
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> startup_loaded_{false};
+  // Load and reload threads: finished ones are joined when the next starts, the rest at
+  // shutdown.
+  struct Loader {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
   std::mutex loaders_mutex_;
-  std::vector<std::thread> loaders_;  // Lazy-load threads, joined at shutdown.
+  std::vector<Loader> loaders_;
 };
 
 }  // namespace tailcut

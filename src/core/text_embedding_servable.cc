@@ -127,12 +127,20 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
 }
 
 void TextEmbeddingServable::Stop(bool drain) {
+  gate_.Close();
   {
     std::lock_guard<std::mutex> lock(controller_mutex_);
     controller_stop_ = true;
   }
   controller_wake_.notify_all();
   if (background_thread_.joinable()) background_thread_.join();
+  // Without drain, queued items fail now, so the requests waiting for them end at once.
+  // With drain, the worker keeps running until every admitted request is answered (a Redis
+  // lookup still in flight may yet queue its misses).
+  if (scheduler_ && !drain) scheduler_->Stop(/*drain=*/false);
+  gate_.WaitIdle(5000, [](int64_t in_flight) {
+    spdlog::warn("stopping a model: still waiting for {} requests in flight", in_flight);
+  });
   if (scheduler_) scheduler_->Stop(drain);
 }
 
@@ -311,8 +319,10 @@ void TextEmbeddingServable::WarmupRound() {
     needs->push_back(std::move(p));
   }
   if (needs->empty()) return;
+  auto pass = gate_.Enter();  // The lookup's reply refers to this servable.
+  if (!pass) return;
   cache_->Prefetch(config_.name, cache_tag_, dims, std::move(keys),
-                   [this, needs](std::vector<CacheKey> missing) {
+                   [this, pass, needs](std::vector<CacheKey> missing) {
     const size_t refreshed = needs->size() - missing.size();
     if (refreshed) metrics_.warmup->WithLabels({config_.name, "refreshed_from_l2"}).Inc(refreshed);
     size_t recomputed = 0;
@@ -355,7 +365,10 @@ void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tic
   }
 }
 
-void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
+void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
+                                  InFlightGate::Pass pass) {
+  if (!pass) pass = gate_.Enter();
+  if (!pass) return done(Status::Unavailable("model '" + config_.name + "' is being unloaded"));
   const size_t n = request.inputs.size();
   if (n == 0) {
     return done(Status::InvalidArgument("'input' must contain at least one text"));
@@ -402,7 +415,10 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done) {
   const bool normalize = request.normalize.value_or(config_.normalize);
   const int64_t received = request.received_micros ? request.received_micros : now;
   // Record every answered request's latency for the precision controller.
-  EmbedCallback recorded = [this, received, done = std::move(done)](Result<EmbedResult> r) {
+  // The pass lives in the job's callback: as long as anything can still complete the job
+  // (a queued item, a Redis reply, a single-flight waiter), this servable stays valid.
+  EmbedCallback recorded = [this, pass, received,
+                            done = std::move(done)](Result<EmbedResult> r) {
     if (r.ok()) {
       latency_.Record(clock_.NowMicros() - received);
     } else if (r.status().code() == Status::Code::kDeadlineExceeded) {

@@ -10,7 +10,14 @@
 // Every variant stays loaded and warm, so a switch is a pointer change: no latency spike. A
 // variant whose file fails to load is reported (Describe()) and the others still serve.
 //
-// Thread-safety: Embed() and Describe() are safe from any thread; Stop() once, at shutdown.
+// Lifetime: callbacks that other threads run later (Redis replies, single-flight hand-offs,
+// polls for another replica's value, warm-up lookups) refer to this object; each request
+// and warm-up round holds an InFlightGate pass until the last of them is gone, and Stop()
+// closes the gate and waits for every pass, so the servable can be destroyed right after it
+// returns (a reload or shutdown, with Redis work in flight).
+//
+// Thread-safety: Embed(), Admit() and Describe() are safe from any thread; Stop() once, from
+// a thread that holds no pass (not from inside a callback of this servable).
 #pragma once
 
 #include <atomic>
@@ -24,6 +31,7 @@
 #include <vector>
 
 #include "cache/hot_key_tracker.h"
+#include "common/in_flight_gate.h"
 #include "core/batch_scheduler.h"
 #include "core/embedding_cache.h"
 #include "core/inference_api.h"
@@ -92,9 +100,18 @@ class TextEmbeddingServable {
                                                              const Clock& clock);
   ~TextEmbeddingServable();
 
-  void Embed(EmbedRequest request, EmbedCallback done);
+  // A pass for one request, or null once Stop() has begun. A caller that picks this
+  // servable under a lock that a reload swaps it under takes the pass under that lock too,
+  // so the request is either admitted here or sees the new servable.
+  InFlightGate::Pass Admit() { return gate_.Enter(); }
+  // `pass` from Admit(); without one, Embed admits the request itself (Unavailable once
+  // stopping).
+  void Embed(EmbedRequest request, EmbedCallback done, InFlightGate::Pass pass = nullptr);
   ModelDescription Describe() const;
-  // Stops the controller and the worker; with drain, queued items still run.
+  // Refuses new requests, stops the controller and, once every admitted request has been
+  // answered and nothing refers to this object any more, the worker. With drain, queued
+  // items still run; without, they fail at once (Unavailable), which also ends the requests
+  // waiting for them.
   void Stop(bool drain);
 
   const ModelConfig& config() const { return config_; }
@@ -180,6 +197,8 @@ class TextEmbeddingServable {
   bool controller_stop_ = false;
   std::thread background_thread_;
   std::unique_ptr<BatchScheduler> scheduler_;
+  // Last: destroyed first, after Stop() has waited for every pass.
+  InFlightGate gate_;
 };
 
 }  // namespace tailcut

@@ -1029,3 +1029,93 @@ def test_hot_set_persisted_by_one_server_warms_the_next(start_server, redis_serv
     assert np.array_equal(rows, computed)
     assert m.delta("tailcut_l2_lookups_total") == 0, "served from L1, not Redis"
     assert "warmed L1 with 6 hot entries from redis" in b.log_text()
+
+
+# --- Lifetimes: reload and shutdown with Redis work in flight ------------------------------------
+#
+# Redis is paused (SIGSTOP), so every request's L2 lookup waits in the Redis client, with its
+# callback referring to the servable that started it, when the model is reloaded or the server
+# stops. The servable must outlive those callbacks. CI's sanitizer pass runs these against the
+# AddressSanitizer build, where the use-after-free this guards against is a report, not luck.
+
+def requests_in_flight(server: TailcutServer) -> float:
+    return value(scrape(server), "tailcut_http_requests_in_flight")
+
+
+class PendingEmbeds:
+    """`n` single-text requests sent at once on their own connections; answers by index."""
+
+    def __init__(self, server: TailcutServer, texts: list[str]):
+        self.answers: dict[int, requests.Response | Exception] = {}
+        self.threads = [threading.Thread(target=self._one, args=(server, i, t), daemon=True)
+                        for i, t in enumerate(texts)]
+        for t in self.threads:
+            t.start()
+
+    def _one(self, server: TailcutServer, i: int, text: str) -> None:
+        try:
+            self.answers[i] = requests.post(server.url("/v1/embeddings"), json={"input": [text]},
+                                            timeout=60)
+        except requests.RequestException as e:
+            self.answers[i] = e
+
+    def join(self) -> dict[int, requests.Response | Exception]:
+        for t in self.threads:
+            t.join(timeout=90)
+        return self.answers
+
+
+def test_reload_with_redis_lookups_in_flight(start_server, redis_server, reference):
+    """The old copy answers every request it admitted, after the reload has returned: their
+    lookups come back (Redis resumed) into a servable that still exists, and compute there."""
+    redis = redis_server()
+    s = start_server(*redis_flags(redis, "--redis.command_timeout_millis", "20000",
+                                  "--auth.admin_keys", "root"), name="reload-in-flight")
+    texts = make_texts("reload-in-flight", 6)
+    redis.pause()
+    try:
+        pending = PendingEmbeds(s, texts)
+        wait_until(lambda: requests_in_flight(s) >= len(texts), timeout=30,
+                   what="every request waiting on its L2 lookup")
+        r = requests.post(s.url("/admin/models/default/reload"),
+                          headers={"Authorization": "Bearer root"}, timeout=120)
+        assert r.status_code == 200, r.text
+        assert not pending.answers, "answered while Redis was paused"
+    finally:
+        redis.resume()
+    answers = pending.join()
+    assert len(answers) == len(texts)
+    for i, text in enumerate(texts):
+        a = answers[i]
+        assert isinstance(a, requests.Response) and a.status_code == 200, a
+        assert_close(np.array([a.json()["data"][0]["embedding"]]), reference([text]), text)
+    # The server is whole: the new copy serves, and every lookup was answered, not dropped.
+    rows, _, _ = embed(s, ["after the reload"])
+    assert_close(rows, reference(["after the reload"]))
+    assert "reloaded" in s.log_text()
+
+
+def test_shutdown_with_redis_lookups_in_flight(start_server, redis_server):
+    """SIGTERM with a grace period shorter than the lookups' wait: the server stops its models
+    while their L2 lookups are still pending, waits for them to come back (here: time out),
+    answers each request, and exits 0."""
+    redis = redis_server()
+    s = start_server(*redis_flags(redis, "--redis.command_timeout_millis", "1500",
+                                  "--server.shutdown_grace_millis", "100"),
+                     name="shutdown-in-flight")
+    texts = make_texts("shutdown-in-flight", 6)
+    redis.pause()
+    try:
+        pending = PendingEmbeds(s, texts)
+        wait_until(lambda: requests_in_flight(s) >= len(texts), timeout=30,
+                   what="every request waiting on its L2 lookup")
+        assert s.stop(timeout=60) == 0
+    finally:
+        redis.resume()
+    answers = pending.join()
+    assert len(answers) == len(texts)
+    for a in answers.values():
+        # Computed (200) if the lookup came back before the worker stopped, else refused
+        # (503); always a complete answer.
+        assert isinstance(a, requests.Response) and a.status_code in (200, 503), a
+    assert "requests unanswered" not in s.log_text()
