@@ -120,8 +120,26 @@ void EmbeddingCache::Resolve(Request request, std::vector<Item> items) {
     job->AddCacheMicros(clock_.NowMicros() - p->start_micros);
     return;
   }
+  ArmDeadline(*p);
   if (p->request.read && l2_) return LookupL2(std::move(p), std::move(misses));
   SingleFlightAndSchedule(std::move(p), std::move(misses));
+}
+
+void EmbeddingCache::ArmDeadline(const Pending& p) {
+  const int64_t deadline = p.request.deadline_micros;
+  if (deadline <= 0) return;
+  // Weak: a request answered long before its deadline is not kept alive by its timer. The
+  // waits themselves are left to end on their own (a leader's computation still serves its
+  // other waiters and the cache; a poll for another replica sees the job finished and stops).
+  std::weak_ptr<EmbedJob> weak = p.request.job;
+  delayed_.RunAfter(std::max<int64_t>(0, deadline - clock_.NowMicros()), [weak](bool cancelled) {
+    if (cancelled) return;  // Shutting down: the waits are answered as they end.
+    if (auto job = weak.lock(); job && !job->finished()) {
+      job->Fail(Status::DeadlineExceeded(
+          "the request's deadline passed before its embeddings were ready (waiting for the "
+          "cache, another computation of the same input, or the model)"));
+    }
+  });
 }
 
 void EmbeddingCache::LookupL2(std::shared_ptr<Pending> p, std::vector<Item> misses) {

@@ -11,6 +11,8 @@
 //      (SET NX PX with a random token) and computes; the others poll L2 for its value for a
 //      bounded time, then compute themselves if the holder died;
 //   5. only then the model's queue.
+// A request that waits at any of steps 2-5 is failed with DeadlineExceeded at its deadline
+// (Request::deadline_micros), wherever it is waiting then.
 // Computed rows are stored in L1 and L2 (unless the request said no-store), the Redis lock is
 // released by its owner only (Lua compare-and-delete), and waiting requests get the row.
 //
@@ -80,6 +82,12 @@ class EmbeddingCache {
     std::string model;  // L2 key namespace.
     bool read = true;   // Cache-Control: no-cache turns this off.
     bool write = true;  // Cache-Control: no-store turns this off.
+    // When the request must be answered by (clock micros; 0 = no deadline). Every wait it
+    // enters here (an L2 lookup, another request's computation, another replica's, the
+    // model's queue and batch) ends at this time with DeadlineExceeded, not when the wait
+    // does. The job should be allocated on its own (not make_shared): the timer holds a
+    // weak_ptr to it until the deadline.
+    int64_t deadline_micros = 0;
     ScheduleFn schedule;
   };
 
@@ -114,6 +122,8 @@ class EmbeddingCache {
   struct Metrics;
   struct Pending;  // One request's state while it is being resolved.
 
+  // A request that did not complete from L1 fails at its deadline, whatever it waits for.
+  void ArmDeadline(const Pending& p);
   void LookupL2(std::shared_ptr<Pending> p, std::vector<Item> misses);
   void SingleFlightAndSchedule(std::shared_ptr<Pending> p, std::vector<Item> misses);
   void LockOrWait(std::shared_ptr<Pending> p, std::vector<Item> leaders);

@@ -426,7 +426,9 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
     }
     done(std::move(r));
   };
-  auto job = std::make_shared<EmbedJob>(std::move(result), std::move(recorded));
+  // Not make_shared: the cache's deadline timer holds a weak_ptr until the deadline, and
+  // that must not keep the job's memory.
+  std::shared_ptr<EmbedJob> job(new EmbedJob(std::move(result), std::move(recorded)));
   int64_t deadline = request.deadline_micros;
   if (deadline == 0 && options_.default_timeout_micros > 0) {
     deadline = received + options_.default_timeout_micros;
@@ -471,6 +473,7 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   cache_request.model = config_.name;
   cache_request.read = request.cache_read;
   cache_request.write = request.cache_write;
+  cache_request.deadline_micros = deadline;
   cache_request.schedule = [this, job, variant_index, normalize, deadline](
                                std::vector<std::pair<EmbeddingCache::Item,
                                                      std::optional<CacheTicket>>>&& todo) {

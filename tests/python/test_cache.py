@@ -1119,3 +1119,72 @@ def test_shutdown_with_redis_lookups_in_flight(start_server, redis_server):
         # (503); always a complete answer.
         assert isinstance(a, requests.Response) and a.status_code in (200, 503), a
     assert "requests unanswered" not in s.log_text()
+
+
+# --- Deadlines: every wait ends at the request's own deadline -------------------------------------
+#
+# Each test holds a request in one kind of wait for seconds, far past its X-Request-Timeout-Ms,
+# and checks that it is answered 504 about at its deadline, not when the wait ends.
+
+def timed_embed(server: TailcutServer, texts: list[str], timeout_ms: int) -> tuple[int, float]:
+    start = time.monotonic()
+    r = server.post("/v1/embeddings", {"input": texts},
+                    headers={"X-Request-Timeout-Ms": str(timeout_ms)})
+    elapsed = time.monotonic() - start
+    if r.status_code == 504:
+        assert "deadline" in r.json()["error"]["message"], r.text
+    return r.status_code, elapsed
+
+
+def test_deadline_ends_a_wait_in_the_queue(start_server):
+    # A lone row waits up to 3 s for its batch to fill; its deadline is 100 ms.
+    s = start_server("--batch-timeout-micros", "3000000")
+    status, elapsed = timed_embed(s, make_texts("deadline-queue", 1), 100)
+    assert status == 504 and elapsed < 2.0, (status, elapsed)
+
+
+def test_deadline_ends_a_wait_for_another_requests_computation(start_server):
+    # The leader (no deadline) is queued for 3 s; a request for the same text joins it with
+    # a 100 ms deadline.
+    s = start_server("--batch-timeout-micros", "3000000")
+    text = make_texts("deadline-join", 1)[0]
+    m = Metrics(s)
+    leader = threading.Thread(target=lambda: embed(s, [text]))
+    leader.start()
+    wait_until(lambda: value(scrape(s), "tailcut_queue_rows", model=MODEL) == 1, timeout=10,
+               interval=0.002, what="the leader's row to be queued")
+    status, elapsed = timed_embed(s, [text], 100)
+    leader.join(timeout=60)
+    assert m.delta("tailcut_single_flight_total", outcome="joined") == 1
+    assert status == 504 and elapsed < 2.0, (status, elapsed)
+
+
+def test_deadline_ends_a_wait_for_redis(start_server, redis_server):
+    # Redis paused: the L2 lookup would wait 5 s for its reply.
+    redis = redis_server()
+    s = start_server(*redis_flags(redis, "--redis.command_timeout_millis", "5000"))
+    embed(s, make_texts("deadline-l2-warm", 1))  # Connected.
+    redis.pause()
+    try:
+        status, elapsed = timed_embed(s, make_texts("deadline-l2", 1), 200)
+    finally:
+        redis.resume()
+    assert status == 504 and elapsed < 3.0, (status, elapsed)
+
+
+def test_deadline_ends_a_wait_for_another_replica(start_server, redis_server):
+    # Another replica "holds" the row's lock (set by hand, never released) and the wait for
+    # its value is 5 s.
+    redis = redis_server()
+    a = start_server(*redis_flags(redis, *PATIENT), name="a")
+    text = make_texts("deadline-remote", 1)[0]
+    embed(a, [text])
+    wait_l2_keys(redis, 1)
+    [key] = [k.decode() for k in redis.keys("tailcut:emb:*")]
+    redis.command("DEL", key)
+    redis.command("SET", key.replace(":emb:", ":lock:", 1), "someone-else", "PX", "60000")
+    b = start_server(*redis_flags(redis, *PATIENT, "--cache.remote_wait_millis", "5000"), name="b")
+    m = Metrics(b)
+    status, elapsed = timed_embed(b, [text], 300)
+    assert m.delta("tailcut_single_flight_total", outcome="remote_hit") == 0
+    assert status == 504 and elapsed < 3.0, (status, elapsed)
