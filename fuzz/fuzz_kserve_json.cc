@@ -75,7 +75,8 @@ void CheckTensorRoundTrip(const nlohmann::json& body) {
     auto parsed = tailcut::ParseKServeTensor((*inputs)[i], i);
     if (!parsed.ok() || !AllFinite(*parsed)) continue;
     std::string text;
-    tailcut::AppendKServeTensor(*parsed, &text);
+    Check(tailcut::AppendKServeTensor(*parsed, &text).ok(),
+          "AppendKServeTensor refused a finite tensor");
     const auto written = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     Check(!written.is_discarded(), "AppendKServeTensor wrote invalid JSON");
     auto again = tailcut::ParseKServeTensor(written, i);

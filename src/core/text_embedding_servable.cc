@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/embed_job.h"
@@ -569,6 +570,16 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
       normalized.assign(row.begin(), row.end());
       NormalizeL2(normalized);
       row = normalized;
+    }
+    if (std::any_of(row.begin(), row.end(), [](float x) { return !std::isfinite(x); })) {
+      // A broken model (or input that overflows it): fail loudly, and before Complete(),
+      // which would store the row in the caches and hand it to every waiting request.
+      item.Fail(Status::Internal(
+          "model '" + config_.name + "' (variant '" + variant.config.name +
+          "') produced a non-finite value (NaN or infinity) in its output '" +
+          (config_.output.empty() ? model.session().outputs().front().name : config_.output) +
+          "'"));
+      continue;
     }
     item.Complete(row, queued, infer_start - batch.formed_at_micros, infer);
   }

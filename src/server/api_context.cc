@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -22,13 +23,50 @@ ApiContext::ApiContext(InferenceApi& api, MetricsRegistry& metrics,
           "tailcut_request_stage_duration_seconds",
           "Per-route request stages: parse, serialize, and total (read to response ready)",
           LatencyBucketsSeconds(), {"route", "stage"})) {
-  for (const auto& d : api_.ListModels()) model_names_.insert(d.name);
+  model_labels_.emplace_back();
+  for (const auto& d : api_.ListModels()) {
+    if (model_index_.emplace(d.name, model_labels_.size()).second) model_labels_.push_back(d.name);
+  }
+  const std::string default_model = api_.default_model();
+  auto it = model_index_.find(default_model);
+  if (it != model_index_.end()) {
+    default_model_index_ = it->second;
+  } else if (!default_model.empty()) {
+    // "default" is labelled with the default model's name even if it is not served.
+    default_model_index_ = model_labels_.size();
+    model_labels_.push_back(default_model);
+  }
+}
+
+size_t ApiContext::ModelLabelIndex(const std::string& model) const {
+  if (model.empty()) return 0;
+  if (model == "default") return default_model_index_;
+  auto it = model_index_.find(model);
+  return it == model_index_.end() ? 0 : it->second;
 }
 
 std::string ApiContext::ModelLabel(const std::string& model) const {
-  if (model.empty()) return model;
-  if (model == "default") return api_.default_model();
-  return model_names_.count(model) ? model : std::string();
+  return model_labels_[ModelLabelIndex(model)];
+}
+
+ApiContext::RouteMetrics& ApiContext::MetricsFor(std::string_view route) {
+  {
+    std::shared_lock<std::shared_mutex> lock(routes_mutex_);
+    auto it = routes_.find(route);
+    if (it != routes_.end()) return *it->second;
+  }
+  std::unique_lock<std::shared_mutex> lock(routes_mutex_);
+  auto& slot = routes_[std::string(route)];
+  if (!slot) {
+    const std::string r(route);
+    auto m = std::make_unique<RouteMetrics>();
+    m->parse = &stage_seconds_.WithLabels({r, "parse"});
+    m->serialize = &stage_seconds_.WithLabels({r, "serialize"});
+    m->total = &stage_seconds_.WithLabels({r, "total"});
+    m->requests = decltype(m->requests)(model_labels_.size());
+    slot = std::move(m);
+  }
+  return *slot;
 }
 
 void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
@@ -38,11 +76,29 @@ void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
   response.headers.emplace_back("Server-Timing", timings.ToServerTiming());
   const std::string traceparent = TraceparentFor(exchange->header("traceparent"));
   response.headers.emplace_back("traceparent", traceparent);
-  const std::string route_s(route);
-  requests_.WithLabels({route_s, ModelLabel(model), std::to_string(response.status)}).Inc();
-  stage_seconds_.WithLabels({route_s, "parse"}).Observe(timings.parse_micros / 1e6);
-  stage_seconds_.WithLabels({route_s, "serialize"}).Observe(timings.serialize_micros / 1e6);
-  stage_seconds_.WithLabels({route_s, "total"}).Observe(timings.total_micros / 1e6);
+  RouteMetrics& m = MetricsFor(route);
+  const size_t model_index = ModelLabelIndex(model);
+  const auto* status_slot =
+      std::find(kCachedStatuses.begin(), kCachedStatuses.end(), response.status);
+  auto requests_child = [&] {
+    return &requests_.WithLabels(
+        {std::string(route), model_labels_[model_index], std::to_string(response.status)});
+  };
+  if (status_slot == kCachedStatuses.end()) {
+    requests_child()->Inc();
+  } else {
+    const auto slot = static_cast<size_t>(status_slot - kCachedStatuses.begin());
+    std::atomic<Counter*>& cached = m.requests[model_index][slot];
+    Counter* counter = cached.load(std::memory_order_acquire);
+    if (!counter) {
+      counter = requests_child();
+      cached.store(counter, std::memory_order_release);
+    }
+    counter->Inc();
+  }
+  m.parse->Observe(timings.parse_micros / 1e6);
+  m.serialize->Observe(timings.serialize_micros / 1e6);
+  m.total->Observe(timings.total_micros / 1e6);
   if (options_.slow_request_log_millis > 0 && !route.starts_with("/admin") &&
       timings.total_micros > options_.slow_request_log_millis * 1000) {
     // The trace id ties this line to the client's trace (W3C traceparent).

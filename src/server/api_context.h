@@ -7,9 +7,14 @@
 // Thread-safety: all methods are safe from any thread.
 #pragma once
 
-#include <set>
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "core/inference_api.h"
@@ -54,13 +59,37 @@ class ApiContext {
   static void ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request);
 
  private:
+  // The statuses whose tailcut_requests_total children are kept per route and model; others
+  // (rare) are looked up in the family each time.
+  static constexpr std::array<unsigned, 13> kCachedStatuses = {
+      200, 400, 401, 403, 404, 405, 409, 413, 422, 429, 500, 503, 504};
+  // One route's metric children, looked up once: Finish() runs for every request, and a
+  // family lookup builds a vector of label strings and takes the family's mutex.
+  struct RouteMetrics {
+    Histogram* parse;
+    Histogram* serialize;
+    Histogram* total;
+    // tailcut_requests_total children, [model label index][kCachedStatuses index]; filled on
+    // first use (a race fills a slot twice with the same child).
+    std::vector<std::array<std::atomic<Counter*>, kCachedStatuses.size()>> requests;
+  };
+  RouteMetrics& MetricsFor(std::string_view route);
+  // Index of ModelLabel(model) in model_labels_.
+  size_t ModelLabelIndex(const std::string& model) const;
+
   InferenceApi& api_;
   MetricsRegistry& registry_;
   const ApiContextOptions options_;
   const Clock& clock_;
   Family<Counter>& requests_;
   Family<Histogram>& stage_seconds_;
-  std::set<std::string, std::less<>> model_names_;  // Fixed once the service exists.
+  // Fixed once the service exists: the label values ("" first, then the served models'
+  // names) and each served name's index among them.
+  std::vector<std::string> model_labels_;
+  std::map<std::string, size_t, std::less<>> model_index_;
+  size_t default_model_index_ = 0;
+  mutable std::shared_mutex routes_mutex_;  // Guards routes_ (the map, not the children).
+  std::map<std::string, std::unique_ptr<RouteMetrics>, std::less<>> routes_;
 };
 
 // The traceparent to answer with: the incoming trace continued with a new server span, or a

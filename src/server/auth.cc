@@ -3,6 +3,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -21,6 +22,10 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   }
   return out;
 }
+
+// A key's bucket holds one second's worth of requests, and at least one: with less, a key
+// limited to under one request per second could never take a whole token.
+double BucketCapacity(double rate_per_s) { return std::max(1.0, rate_per_s); }
 
 }  // namespace
 
@@ -48,7 +53,7 @@ Result<std::unique_ptr<Authenticator>> Authenticator::Create(const AuthOptions& 
     auto k = std::make_unique<Key>();
     a->Digest(key, k->digest);
     k->rate_per_s = rate;
-    k->tokens = rate;
+    k->tokens = BucketCapacity(rate);
     k->last_micros = a->clock_.NowMicros();
     to.push_back(std::move(k));
   };
@@ -116,8 +121,9 @@ bool Authenticator::TakeToken(Key& key) {
   if (key.rate_per_s <= 0) return true;
   std::lock_guard<std::mutex> lock(key.mutex);
   const int64_t now = clock_.NowMicros();
-  key.tokens = std::min(key.rate_per_s,
-                        key.tokens + key.rate_per_s * static_cast<double>(now - key.last_micros) / 1e6);
+  // Fractional rates refill fractional tokens: at 0.5/s one request per two seconds.
+  const double elapsed_s = static_cast<double>(std::max<int64_t>(0, now - key.last_micros)) / 1e6;
+  key.tokens = std::min(BucketCapacity(key.rate_per_s), key.tokens + key.rate_per_s * elapsed_s);
   key.last_micros = now;
   if (key.tokens < 1.0) return false;
   key.tokens -= 1.0;

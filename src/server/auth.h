@@ -9,7 +9,8 @@
 //     default). Health and metrics routes are public unless configured private.
 //   - Admin routes (/admin/...) always need an admin key; with none configured they are
 //     refused (403), so a server is never administrable by accident.
-//   - Each key may carry its own rate (requests per second, token bucket); over it: 429.
+//   - Each key may carry its own rate (requests per second, token bucket; fractional rates
+//     such as 0.1 allow one request per ten seconds); over it: 429.
 //
 // Thread-safety: Check() is safe from any thread.
 #pragma once
@@ -35,7 +36,8 @@ struct AuthOptions {
   // Keys for the admin routes, comma-separated. Without any, admin routes are refused.
   std::string admin_keys;
   // Default per-key rate limit in requests per second (keys in the file may set their own);
-  // 0 = unlimited. Bursts of up to one second's worth are allowed.
+  // 0 = unlimited. Bursts of up to one second's worth are allowed, and of one request at
+  // least (a rate under 1/s allows one request, then one per 1/rate seconds).
   int64_t rate_limit_per_s = 0;
   // Whether health (/health, /v2/health/*) and metrics (/metrics) routes need a key when API
   // keys are configured.

@@ -16,17 +16,16 @@ std::string JsonTypeName(const nlohmann::json& j) {
 
 Result<nlohmann::json> ParseJsonObject(std::string_view body) {
   if (body.empty()) return Status::InvalidArgument("request body is empty; expected a JSON object");
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Re-parse with exceptions only on the error path, for a message with a position. Catch
-    // them all: a number too large for a double ("1e400") is out_of_range, not parse_error,
-    // and one escaping here would end the IO thread and the process.
-    try {
-      const nlohmann::json unused = nlohmann::json::parse(body);
-    } catch (const nlohmann::json::exception& e) {
-      return Status::InvalidArgument(std::string("request body is not valid JSON: ") + e.what());
-    }
-    return Status::InvalidArgument("request body is not valid JSON");
+  // One parse, with exceptions: they cost nothing on success, and on failure carry the
+  // position for the message (the no-exception parse only says "discarded", and parsing a
+  // second time to learn why doubled the work a bad body costs). Catch them all: a number
+  // too large for a double ("1e400") is out_of_range, not parse_error, and one escaping here
+  // would end the IO thread and the process.
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) {
     return Status::InvalidArgument("request body must be a JSON object, got " + JsonTypeName(j));
@@ -101,14 +100,23 @@ Result<std::optional<int64_t>> ReadOptionalInt(const nlohmann::json& obj, const 
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
+std::optional<size_t> FindNonFinite(std::span<const float> values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) return i;
+  }
+  return std::nullopt;
+}
+
 void AppendFloatArray(std::span<const float> values, std::string* out) {
   out->push_back('[');
   char buf[32];
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) out->push_back(',');
-    float v = values[i];
-    if (!std::isfinite(v)) v = 0.0f;  // JSON has no NaN/Inf; a model emitting them is broken.
-    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    if (!std::isfinite(values[i])) {
+      out->append("null");  // A caller's bug (see the header); the text stays JSON.
+      continue;
+    }
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), values[i]);
     out->append(buf, end);
   }
   out->push_back(']');

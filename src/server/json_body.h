@@ -29,7 +29,12 @@ Result<std::optional<bool>> ReadOptionalBool(const nlohmann::json& obj, const ch
 Result<std::optional<std::string>> ReadOptionalString(const nlohmann::json& obj, const char* field);
 Result<std::optional<int64_t>> ReadOptionalInt(const nlohmann::json& obj, const char* field);
 
-// Appends `values` as a JSON array of numbers.
+// Index of the first NaN or infinity in `values`, if any. JSON has neither, and a model
+// that emits them is broken: callers answer with an error naming the output instead of
+// writing some number in their place.
+std::optional<size_t> FindNonFinite(std::span<const float> values);
+// Appends `values` as a JSON array of numbers. They must be finite (FindNonFinite); one that
+// is not is written as null, which no client reads as a number, never as a made-up value.
 void AppendFloatArray(std::span<const float> values, std::string* out);
 // Appends a JSON string literal (quoted, escaped).
 void AppendJsonString(std::string_view s, std::string* out);

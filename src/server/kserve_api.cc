@@ -1,5 +1,6 @@
 #include "server/kserve_api.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -226,7 +227,39 @@ Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index) {
   return t;
 }
 
-void AppendKServeTensor(const Tensor& t, std::string* out) {
+namespace {
+
+// JSON has no NaN or infinity; a model that emits them is broken, and writing some number in
+// their place would hide it.
+Status NonFiniteOutput(const Tensor& t, size_t index) {
+  return Status::Internal("the model produced a non-finite value (NaN or infinity) in output '" +
+                          t.name + "' at element " + std::to_string(index));
+}
+
+}  // namespace
+
+Status AppendKServeTensor(const Tensor& t, std::string* out) {
+  const size_t n = t.data.size() / DataTypeSize(t.type);
+  // Checked before anything is written, so a failure leaves `out` as it was.
+  switch (t.type) {
+    case DataType::kFp32:
+      if (auto i = FindNonFinite(std::span<const float>(t.As<float>(), n))) {
+        return NonFiniteOutput(t, *i);
+      }
+      break;
+    case DataType::kFp16:
+      for (size_t i = 0; i < n; ++i) {
+        // Exponent all ones: infinity or NaN.
+        if ((t.As<uint16_t>()[i] & 0x7c00u) == 0x7c00u) return NonFiniteOutput(t, i);
+      }
+      break;
+    case DataType::kFp64:
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(t.As<double>()[i])) return NonFiniteOutput(t, i);
+      }
+      break;
+    default: break;
+  }
   *out += "{\"name\":";
   AppendJsonString(t.name, out);
   *out += ",\"datatype\":\"" + std::string(DataTypeName(t.type)) + "\",\"shape\":[";
@@ -235,7 +268,6 @@ void AppendKServeTensor(const Tensor& t, std::string* out) {
     *out += std::to_string(t.shape[i]);
   }
   *out += "],\"data\":";
-  const size_t n = t.data.size() / DataTypeSize(t.type);
   auto each = [&](auto&& write_one) {
     *out += '[';
     for (size_t i = 0; i < n; ++i) {
@@ -257,7 +289,7 @@ void AppendKServeTensor(const Tensor& t, std::string* out) {
     case DataType::kFp64:
       each([&](size_t i) {
         const double v = t.As<double>()[i];
-        *out += std::isfinite(v) ? nlohmann::json(v).dump() : "0";
+        *out += nlohmann::json(v).dump();
       });
       break;
     case DataType::kBool: each([&](size_t i) { *out += t.As<uint8_t>()[i] ? "true" : "false"; }); break;
@@ -268,6 +300,7 @@ void AppendKServeTensor(const Tensor& t, std::string* out) {
     case DataType::kInt64: each([&](size_t i) { *out += std::to_string(t.As<int64_t>()[i]); }); break;
   }
   *out += '}';
+  return Status::Ok();
 }
 
 namespace {
@@ -308,10 +341,31 @@ Status CheckTextShape(const nlohmann::json& input, size_t texts) {
   return Status::Ok();
 }
 
+// The names in the request's optional "outputs": an array of objects with a string "name".
+Result<std::vector<std::string>> ReadOutputNames(const nlohmann::json& body) {
+  std::vector<std::string> names;
+  auto outputs = body.find("outputs");
+  if (outputs == body.end()) return names;
+  if (!outputs->is_array()) {
+    return Status::InvalidArgument("field 'outputs' must be an array of objects with a 'name', "
+                                   "got " + JsonTypeName(*outputs));
+  }
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const auto& o = (*outputs)[i];
+    const auto name = o.is_object() ? o.find("name") : o.end();
+    if (!o.is_object() || name == o.end() || !name->is_string()) {
+      return Status::InvalidArgument("outputs[" + std::to_string(i) + "] needs a string 'name'" +
+                                     (o.is_object() ? "" : ", got " + JsonTypeName(o)));
+    }
+    names.push_back(name->get<std::string>());
+  }
+  return names;
+}
+
 // Text models over KServe: one BYTES input of texts -> "embedding" FP32 [n, dim].
 void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann::json& body,
-               const std::string& model, const std::string& id, StageTimings timings,
-               int64_t deadline) {
+               const std::string& model, const std::string& id,
+               const std::vector<std::string>& outputs, StageTimings timings, int64_t deadline) {
   const auto& inputs = body["inputs"];
   if (inputs.size() != 1) {
     return ctx.FinishError(exchange, kInferRoute, model,
@@ -329,6 +383,21 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
                            Status::InvalidArgument("inputs[0] of a text-embedding model must have "
                                                    "datatype BYTES (texts)"),
                            ErrorStyle::kKServe, timings);
+  }
+  if (auto name = in.find("name"); name == in.end() || !name->is_string()) {
+    return ctx.FinishError(exchange, kInferRoute, model,
+                           Status::InvalidArgument("inputs[0].name is required and must be a "
+                                                   "string"),
+                           ErrorStyle::kKServe, timings);
+  }
+  for (const auto& name : outputs) {
+    if (name != "embedding") {
+      return ctx.FinishError(exchange, kInferRoute, model,
+                             Status::InvalidArgument("model '" + model + "' has no output '" +
+                                                     name + "'; a text-embedding model's one "
+                                                     "output is 'embedding'"),
+                             ErrorStyle::kKServe, timings);
+    }
   }
   EmbedRequest req;
   req.model = model;
@@ -381,7 +450,9 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
     res.body += ",\"parameters\":{\"variant\":";
     AppendJsonString(ServedVariants(*r), &res.body);
     res.body += "},\"outputs\":[";
-    AppendKServeTensor(out, &res.body);
+    if (Status s = AppendKServeTensor(out, &res.body); !s.ok()) {
+      return ctx.FinishError(exchange, kInferRoute, r->model, s, ErrorStyle::kKServe, r->timings);
+    }
     res.body += "]}";
     AddVariantHeaders(*r, &res);
     StageTimings t = r->timings;
@@ -436,12 +507,25 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
           Status::InvalidArgument("parameters.timeout must be a positive integer (microseconds)"),
           ErrorStyle::kKServe);
     }
-    if (timeout->has_value()) deadline_micros = exchange->received_micros() + **timeout;
+    if (timeout->has_value()) {
+      // Saturate: a timeout of centuries is no deadline, not a signed overflow into the past.
+      const int64_t received = exchange->received_micros();
+      deadline_micros = **timeout > std::numeric_limits<int64_t>::max() -
+                                        std::max<int64_t>(received, 0)
+                            ? std::numeric_limits<int64_t>::max()
+                            : received + **timeout;
+    }
+  }
+  // Checked for every model kind: a malformed field is an error even where it has no effect.
+  auto outputs = ReadOutputNames(*body);
+  if (!outputs.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, outputs.status(), ErrorStyle::kKServe);
   }
   StageTimings timings;
   if (described->kind == "text-embedding") {
     timings.parse_micros = ctx.clock().NowMicros() - parse_start;
-    return InferText(ctx, exchange, *body, described->name, id, timings, deadline_micros);
+    return InferText(ctx, exchange, *body, described->name, id, *outputs, timings,
+                     deadline_micros);
   }
 
   TensorRequest req;
@@ -453,21 +537,7 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
     }
     req.inputs.push_back(std::move(t).value());
   }
-  if (auto outputs = body->find("outputs"); outputs != body->end()) {
-    if (!outputs->is_array()) {
-      return ctx.FinishError(exchange, kInferRoute, model,
-                             Status::InvalidArgument("field 'outputs' must be an array"),
-                             ErrorStyle::kKServe);
-    }
-    for (const auto& o : *outputs) {
-      if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
-        return ctx.FinishError(exchange, kInferRoute, model,
-                               Status::InvalidArgument("each of 'outputs' needs a string 'name'"),
-                               ErrorStyle::kKServe);
-      }
-      req.outputs.push_back(o["name"].get<std::string>());
-    }
-  }
+  req.outputs = std::move(outputs).value();
   req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline_micros;
   req.timings.parse_micros = ctx.clock().NowMicros() - parse_start;
@@ -490,7 +560,10 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
     res.headers.emplace_back("X-Tailcut-Variant", r->variant);
     for (size_t i = 0; i < r->outputs.size(); ++i) {
       if (i) res.body += ',';
-      AppendKServeTensor(r->outputs[i], &res.body);
+      if (Status s = AppendKServeTensor(r->outputs[i], &res.body); !s.ok()) {
+        return ctx.FinishError(exchange, kInferRoute, r->model, s, ErrorStyle::kKServe,
+                               r->timings);
+      }
     }
     res.body += "]}";
     StageTimings t = r->timings;

@@ -21,8 +21,9 @@ void AddKServeRoutes(Router& router, ApiContext& context);
 // Exposed for tests and fuzzing: converts one KServe JSON input tensor to a Tensor, or
 // an error naming the tensor and the problem.
 Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index);
-// Appends `t` as a KServe output tensor object.
-void AppendKServeTensor(const Tensor& t, std::string* out);
+// Appends `t` as a KServe output tensor object. A NaN or infinity (which JSON cannot carry)
+// is an Internal error naming the output and the element, and nothing is appended.
+Status AppendKServeTensor(const Tensor& t, std::string* out);
 
 // IEEE half <-> float, round to nearest even.
 uint16_t FloatToHalf(float f);

@@ -129,3 +129,53 @@ def exact_image_batch(rng: np.random.Generator, n: int) -> np.ndarray:
     """Random pixels that are multiples of 1/64 in [0, 1): exact in float32 and short in JSON,
     so request bodies stay small and the server parses exactly the values the test holds."""
     return (rng.integers(0, 64, size=(n, 3, 224, 224)) / 64.0).astype(np.float32)
+
+
+def non_finite() -> onnx.ModelProto:
+    """FP32 "x" [N,3] (batch axis dynamic) -> FP32 "ratio" = x / 0 (infinity, or NaN where x
+    is 0), FP16 "ratio16" and FP64 "ratio64" (the same values cast), and FP32 "finite" =
+    x + 1: a broken model beside a working output."""
+    zero = numpy_helper.from_array(np.zeros((1, 3), dtype=np.float32), "zero")
+    one = numpy_helper.from_array(np.ones((1, 3), dtype=np.float32), "one")
+    nodes = [
+        helper.make_node("Div", ["x", "zero"], ["ratio"]),
+        helper.make_node("Cast", ["ratio"], ["ratio16"], to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["ratio"], ["ratio64"], to=TensorProto.DOUBLE),
+        helper.make_node("Add", ["x", "one"], ["finite"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "non_finite",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("ratio", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("ratio16", TensorProto.FLOAT16, ["N", 3]),
+         helper.make_tensor_value_info("ratio64", TensorProto.DOUBLE, ["N", 3]),
+         helper.make_tensor_value_info("finite", TensorProto.FLOAT, ["N", 3])],
+        initializer=[zero, one],
+    )
+    return _model(graph)
+
+
+def non_finite_text(dimensions: int = 4) -> onnx.ModelProto:
+    """A text-embedding graph: INT64 "input_ids" and "attention_mask" [N,T] -> FP32
+    "sentence_embedding" [N,dimensions] = sum(ids * mask) * [NaN, 1, 1, ...], whose first
+    element is always NaN (serve it with model.yaml, pooling none, and any tokenizer)."""
+    scale = np.ones((1, dimensions), dtype=np.float32)
+    scale[0, 0] = np.nan
+    nodes = [
+        helper.make_node("Mul", ["input_ids", "attention_mask"], ["masked"]),
+        helper.make_node("Cast", ["masked"], ["masked_f"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["masked_f", "axes"], ["total"], keepdims=1),
+        helper.make_node("Mul", ["total", "scale"], ["sentence_embedding"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "non_finite_text",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "T"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["N", "T"])],
+        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT,
+                                       ["N", dimensions])],
+        initializer=[numpy_helper.from_array(np.array([1], dtype=np.int64), "axes"),
+                     numpy_helper.from_array(scale, "scale")],
+    )
+    return _model(graph)

@@ -240,6 +240,12 @@ CASES: dict[str, Case] = {
                                 "'outputs' must be an array"),
     "kserve output without name": post(FIXED, {**fixed_input(), "outputs": [{}]}, 400,
                                        "needs a string 'name'"),
+    "kserve text outputs type": post(
+        K, {"inputs": [{"name": "t", "datatype": "BYTES", "shape": [1], "data": ["hi"]}],
+            "outputs": "embedding"}, 400, "'outputs' must be an array", "got string"),
+    "kserve text output without name": post(
+        K, {"inputs": [{"name": "t", "datatype": "BYTES", "shape": [1], "data": ["hi"]}],
+            "outputs": [{"name": None}]}, 400, "outputs[0] needs a string 'name'"),
     # -- HTTP layer --
     "unknown route": Case("", http_request("GET", "/v1/completions"), 404,
                           ("no route for GET /v1/completions",)),

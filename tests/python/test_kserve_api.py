@@ -218,6 +218,8 @@ def mixed_body(ids_shape=(1, 4), scale_shape=(1, 4)):
     ]}
 
 
+TEXT_BODY = {"inputs": [{"name": "t", "datatype": "BYTES", "shape": [1], "data": ["a"]}]}
+
 ERROR_CASES = {
     "wrong shape": ("imgcls", small_image_body(shape=(1, 3, 224, 225)), "shape"),
     "wrong rank": ("imgcls", small_image_body(shape=(3, 224, 224)), "rank"),
@@ -244,6 +246,25 @@ ERROR_CASES = {
     "BYTES shape mismatch": (DEFAULT_MODEL_NAME, {"inputs": [{"name": "t", "datatype": "BYTES",
                                                              "shape": [3], "data": ["a"]}]},
                              "1 elements but shape [3] needs 3"),
+    # "outputs" is checked for text models too (it used to be ignored there, any type).
+    "text outputs a string": (DEFAULT_MODEL_NAME, dict(TEXT_BODY, outputs="embedding"),
+                              "field 'outputs' must be an array of objects with a 'name', got "
+                              "string"),
+    "text outputs of strings": (DEFAULT_MODEL_NAME, dict(TEXT_BODY, outputs=["embedding"]),
+                                "outputs[0] needs a string 'name', got string"),
+    "text outputs an object": (DEFAULT_MODEL_NAME, dict(TEXT_BODY, outputs={"name": "embedding"}),
+                               "got object"),
+    "text unknown output": (DEFAULT_MODEL_NAME, dict(TEXT_BODY, outputs=[{"name": "logits"}]),
+                            "no output 'logits'"),
+    "text output name a number": (DEFAULT_MODEL_NAME, dict(TEXT_BODY, outputs=[{"name": 0}]),
+                                  "outputs[0] needs a string 'name'"),
+    "text input name a number": (DEFAULT_MODEL_NAME,
+                                 {"inputs": [dict(TEXT_BODY["inputs"][0], name=5)]},
+                                 "inputs[0].name is required and must be a string"),
+    "tensor outputs of strings": ("fixed", {"inputs": [{"name": "x", "datatype": "FP32",
+                                                        "shape": [2, 3], "data": [0] * 6}],
+                                            "outputs": ["y"]},
+                                  "outputs[0] needs a string 'name', got string"),
 }
 
 
@@ -254,6 +275,24 @@ def test_invalid_requests_are_400(kserve, case):
     assert r.status_code == 400, f"{case}: {r.status_code} {r.text[:300]}"
     err = r.json()
     assert needle in err["error"], f"{case}: {err}"
+
+
+def test_text_model_accepts_its_one_output_by_name(kserve):
+    r = infer(kserve, DEFAULT_MODEL_NAME, dict(TEXT_BODY, outputs=[{"name": "embedding"}]))
+    assert r.status_code == 200, r.text
+    assert [o["name"] for o in r.json()["outputs"]] == ["embedding"]
+
+
+@pytest.mark.parametrize("model", ["fixed", DEFAULT_MODEL_NAME])
+def test_huge_timeout_parameter_is_no_deadline(kserve, model):
+    # received + timeout overflowed (undefined behaviour; UBSan stops the server in CI): a
+    # timeout beyond the clock's range saturates to "no deadline".
+    body = TEXT_BODY if model == DEFAULT_MODEL_NAME else {
+        "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 3], "data": [0] * 6}]}
+    for timeout in (2**63 - 1, 2**63 - 2, 2**62):
+        r = infer(kserve, model, dict(body, parameters={"timeout": timeout}))
+        assert r.status_code == 200, f"{timeout}: {r.status_code} {r.text[:300]}"
+    assert kserve.alive()
 
 
 # --- Batching ------------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <vector>
+
 namespace tailcut {
 namespace {
 
@@ -30,6 +33,23 @@ TEST(ParseJsonObjectTest, NumberOverflowIsInvalidArgumentNotAnException) {
     EXPECT_NE(j.status().message().find("number overflow"), std::string::npos)
         << j.status().message();
   }
+}
+
+TEST(FindNonFiniteTest, FindsTheFirstNanOrInfinity) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(FindNonFinite(std::vector<float>{}), std::nullopt);
+  EXPECT_EQ(FindNonFinite(std::vector<float>{0.0f, -1.0f, 3e38f}), std::nullopt);
+  EXPECT_EQ(FindNonFinite(std::vector<float>{0.0f, nan, inf}), 1u);
+  EXPECT_EQ(FindNonFinite(std::vector<float>{-inf}), 0u);
+}
+
+// A non-finite value used to be written as 0, so a broken model answered plausible numbers.
+TEST(AppendFloatArrayTest, NonFiniteIsNeverWrittenAsANumber) {
+  std::string out;
+  AppendFloatArray(std::vector<float>{1.5f, std::numeric_limits<float>::quiet_NaN(), -2.0f}, &out);
+  EXPECT_EQ(out, "[1.5,null,-2]");
+  EXPECT_FALSE(nlohmann::json::parse(out)[1].is_number());
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "server/kserve_api.h"
 
@@ -55,6 +57,60 @@ TEST(ParseKServeTensorTest, Fp16SubnormalIsConvertedExactly) {
   ASSERT_EQ(t->data.size(), 4u);
   EXPECT_EQ(t->As<uint16_t>()[0], 0x0001);
   EXPECT_EQ(t->As<uint16_t>()[1], 0x03ff);
+}
+
+template <typename T>
+Tensor MakeTensor(const std::string& name, DataType type, const std::vector<T>& values) {
+  Tensor t;
+  t.name = name;
+  t.type = type;
+  t.shape = {static_cast<int64_t>(values.size())};
+  const auto* p = reinterpret_cast<const std::byte*>(values.data());
+  t.data.assign(p, p + values.size() * sizeof(T));
+  return t;
+}
+
+TEST(AppendKServeTensorTest, WritesFiniteFloats) {
+  std::string out;
+  ASSERT_TRUE(AppendKServeTensor(MakeTensor<float>("y", DataType::kFp32, {1.5f, -0.25f}), &out)
+                  .ok());
+  EXPECT_EQ(out, R"({"name":"y","datatype":"FP32","shape":[2],"data":[1.5,-0.25]})");
+  out.clear();
+  ASSERT_TRUE(AppendKServeTensor(MakeTensor<double>("d", DataType::kFp64, {0.5, 2.0}), &out).ok());
+  EXPECT_EQ(out, R"({"name":"d","datatype":"FP64","shape":[2],"data":[0.5,2.0]})");
+}
+
+// NaN and infinity were written as 0: a broken model looked like one that answered zeros.
+TEST(AppendKServeTensorTest, NonFiniteValuesAreAnErrorNamingTheOutput) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor cases[] = {
+      MakeTensor<float>("logits", DataType::kFp32, {1.0f, nan}),
+      MakeTensor<float>("logits", DataType::kFp32, {1.0f, -inf}),
+      MakeTensor<uint16_t>("logits", DataType::kFp16, {0x3c00, 0x7c00}),  // 1, +inf
+      MakeTensor<uint16_t>("logits", DataType::kFp16, {0x3c00, 0xfe00}),  // 1, NaN
+      MakeTensor<double>("logits", DataType::kFp64,
+                         {1.0, std::numeric_limits<double>::quiet_NaN()}),
+      MakeTensor<double>("logits", DataType::kFp64, {1.0, std::numeric_limits<double>::infinity()}),
+  };
+  for (const Tensor& t : cases) {
+    std::string out = "before";
+    const Status s = AppendKServeTensor(t, &out);
+    ASSERT_FALSE(s.ok()) << DataTypeName(t.type);
+    EXPECT_EQ(s.code(), Status::Code::kInternal);
+    EXPECT_NE(s.message().find("non-finite value (NaN or infinity) in output 'logits' at "
+                               "element 1"),
+              std::string::npos)
+        << s.message();
+    EXPECT_EQ(out, "before") << "nothing is written on failure";
+  }
+}
+
+TEST(AppendKServeTensorTest, IntegersAreNeverNonFinite) {
+  std::string out;
+  ASSERT_TRUE(
+      AppendKServeTensor(MakeTensor<uint16_t>("h", DataType::kInt16, {0x7c00, 0xfe00}), &out).ok());
+  EXPECT_EQ(out, R"({"name":"h","datatype":"INT16","shape":[2],"data":[31744,-512]})");
 }
 
 }  // namespace
