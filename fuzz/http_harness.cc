@@ -201,6 +201,7 @@ class FuzzExchange final : public HttpExchange {
       : request_(std::move(request)), received_(SystemClock::Get().NowMicros()) {}
 
   const HttpRequest& request() const override { return request_; }
+  std::string TakeBody() override { return std::exchange(request_.body(), std::string()); }
   void Respond(HttpResponse response) override {
     if (responses_++ == 0) response_ = std::move(response);
   }

@@ -171,6 +171,12 @@ std::vector<Setting> BuildSettings() {
                   "server.max_body_bytes", "Largest request body; larger ones get 413.",
                   [](auto& c) -> auto& { return c.http.max_body_bytes; })
                   .AtLeast(1));
+  t.push_back(Field(
+                  "server.max_in_flight_body_bytes",
+                  "Most request body bytes held at once across connections; requests that would "
+                  "exceed it get 429. At least server.max_body_bytes.",
+                  [](auto& c) -> auto& { return c.http.max_in_flight_body_bytes; })
+                  .AtLeast(1));
   // The HTTP parser takes a 32-bit header limit.
   t.push_back(Field(
                   "server.max_header_bytes", "Largest request header block; larger ones get 431.",
@@ -179,7 +185,8 @@ std::vector<Setting> BuildSettings() {
                   .AtMost(std::numeric_limits<uint32_t>::max()));
   t.push_back(Field(
                   "server.header_timeout_millis",
-                  "Time for a new connection's request headers to arrive (slow-client guard).",
+                  "Time for a request's headers to arrive, from a new connection's accept or a "
+                  "kept-alive one's first byte (slow-client guard).",
                   [](auto& c) -> auto& { return c.http.header_timeout_millis; })
                   .AtLeast(1));
   t.push_back(Field(

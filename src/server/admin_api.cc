@@ -66,7 +66,7 @@ void AddAdminRoutes(Router& router, ApiContext& ctx, InferenceService& service) 
 
   router.Add("PUT", "/admin/models/{name}/precision", [&ctx, &service](const HttpExchangePtr& ex) {
     const std::string name = ex->params["name"];
-    auto body = ParseJsonObject(ex->request().body());
+    auto body = ParseJsonObject(ex->TakeBody());
     if (!body.ok()) {
       return ctx.FinishError(ex, "/admin/models/{name}/precision", "", body.status(),
                              ErrorStyle::kOpenAi);

@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,137 @@ std::string ErrorJson(std::string_view type, std::string_view message) {
     escaped += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
   }
   return "{\"error\":{\"message\":\"" + escaped + "\",\"type\":\"" + std::string(type) + "\"}}";
+}
+
+// The bytes of request bodies held at once, across connections (max_in_flight_body_bytes).
+class BodyBudget {
+ public:
+  explicit BodyBudget(uint64_t limit_bytes) : limit_bytes_(limit_bytes) {}
+  // Takes `bytes` if they fit under the limit; false (nothing taken) otherwise.
+  bool TryTake(uint64_t bytes) {
+    uint64_t used = used_bytes_.load();
+    do {
+      if (bytes > limit_bytes_ - std::min(used, limit_bytes_)) return false;
+    } while (!used_bytes_.compare_exchange_weak(used, used + bytes));
+    return true;
+  }
+  void Give(uint64_t bytes) { used_bytes_.fetch_sub(bytes); }
+  uint64_t limit_bytes() const { return limit_bytes_; }
+
+ private:
+  const uint64_t limit_bytes_;
+  std::atomic<uint64_t> used_bytes_{0};
+};
+
+// One request body's share of the budget; given back when reset or destroyed. It moves from
+// the connection reading the body to the exchange holding it.
+class BodyReservation {
+ public:
+  explicit BodyReservation(BodyBudget& budget) : budget_(&budget) {}
+  BodyReservation(BodyReservation&& other) noexcept
+      : budget_(other.budget_), bytes_(std::exchange(other.bytes_, 0)) {}
+  BodyReservation& operator=(BodyReservation&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      budget_ = other.budget_;
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  ~BodyReservation() { Reset(); }
+  // Grows the share to `total_bytes`; false (share unchanged) when the budget has no room.
+  bool GrowTo(uint64_t total_bytes) {
+    if (total_bytes <= bytes_) return true;
+    if (!budget_->TryTake(total_bytes - bytes_)) return false;
+    bytes_ = total_bytes;
+    return true;
+  }
+  void Reset() {
+    if (bytes_ > 0) budget_->Give(std::exchange(bytes_, 0));
+  }
+
+ private:
+  BodyBudget* budget_;
+  uint64_t bytes_ = 0;
+};
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return beast::iequals(beast::string_view(a.data(), a.size()),
+                        beast::string_view(b.data(), b.size()));
+}
+
+// RFC 9112 checks Beast does not make. Returns the error response's status and message, or
+// nullopt when the request may be read on; sets *origin_target to the origin-form target when
+// the request used the absolute form (routing is on the path).
+struct FramingError {
+  unsigned status;
+  std::string_view type;
+  std::string message;
+};
+
+std::optional<FramingError> CheckFraming(const HttpRequest& req, std::string* origin_target) {
+  // Host (RFC 9112 section 3.2): exactly one in HTTP/1.1, never more than one.
+  const auto hosts = req.count(bhttp::field::host);
+  if (hosts > 1) {
+    return FramingError{400, "invalid_request_error", "more than one Host header"};
+  }
+  if (hosts == 0 && req.version() >= 11) {
+    return FramingError{400, "invalid_request_error", "HTTP/1.1 requests need a Host header"};
+  }
+  // Request target (section 3.2): origin form ("/path?query"), or the absolute form
+  // ("http://host/path?query"), which servers must accept and which routes on its path.
+  const auto t = req.target();
+  const std::string_view target(t.data(), t.size());
+  origin_target->clear();
+  if (target.empty() || target.front() != '/') {
+    std::string_view rest;
+    for (std::string_view scheme : {"http://", "https://"}) {
+      if (target.size() >= scheme.size() && IEquals(target.substr(0, scheme.size()), scheme)) {
+        rest = target.substr(scheme.size());
+        break;
+      }
+    }
+    const size_t path = rest.find_first_of("/?");
+    if (rest.empty() || path == 0) {
+      return FramingError{400, "invalid_request_error",
+                          "the request target must be a path starting with '/' or an absolute "
+                          "http(s) URL"};
+    }
+    *origin_target = path == std::string_view::npos ? "/" : std::string(rest.substr(path));
+    if (origin_target->front() == '?') origin_target->insert(0, "/");
+  }
+  // Transfer codings (sections 6.1, 7): chunked, once and last, is all this server decodes.
+  // Beast frames "gzip, chunked" as chunked and "chunked, gzip" as no body at all. The codings
+  // of every Transfer-Encoding line, in order (fields::equal_range is wrong for lines that are
+  // not adjacent).
+  bool has_transfer_encoding = false;
+  std::vector<std::string_view> codings;
+  for (const auto& f : req) {
+    if (f.name() != bhttp::field::transfer_encoding) continue;
+    has_transfer_encoding = true;
+    for (auto coding : bhttp::token_list(f.value())) {
+      codings.emplace_back(coding.data(), coding.size());
+    }
+  }
+  if (has_transfer_encoding) {
+    if (codings.empty()) {
+      return FramingError{400, "invalid_request_error", "Transfer-Encoding is empty"};
+    }
+    const auto chunked = std::count_if(codings.begin(), codings.end(),
+                                       [](std::string_view c) { return IEquals(c, "chunked"); });
+    if (chunked > 1 || (chunked == 1 && !IEquals(codings.back(), "chunked"))) {
+      return FramingError{400, "invalid_request_error",
+                          "Transfer-Encoding must end with 'chunked', applied once"};
+    }
+    for (std::string_view c : codings) {
+      if (!IEquals(c, "chunked")) {
+        return FramingError{501, "not_implemented_error",
+                            "transfer coding '" + std::string(c.substr(0, 64)) +
+                                "' is not supported: only 'chunked' is"};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 struct ServerMetrics {
@@ -63,12 +195,22 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
  private:
   void ReadHeader();
+  void ReadHeaderFields();
   void OnHeader(beast::error_code ec);
   void ReadBody();
   void OnBody(beast::error_code ec);
+  // Parser callback before each chunk's bytes: grows the body and its budget share.
+  void OnChunkHeader(std::uint64_t size, beast::error_code& ec);
   void Dispatch();
-  void FailRequest(unsigned status, std::string_view type, std::string_view message);
+  void FailRequest(unsigned status, std::string_view type, std::string_view message,
+                   std::vector<std::pair<std::string, std::string>> headers = {});
+  void FailBudget(uint64_t body_bytes);
   void OnWrite(bool close, beast::error_code ec);
+  // After an error response: stop sending, read and drop what the client still sends (its
+  // unread body), then close. Closing at once with unread bytes would reset the connection,
+  // and the reset can destroy the error response before the client reads it.
+  void Linger();
+  void Discard();
   void Close();
 
   beast::tcp_stream stream_;
@@ -77,6 +219,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   HttpServerImpl& server_;
   std::string remote_;
   bool first_request_ = true;
+  // The current request's share of the body budget, its origin-form target when it came in
+  // absolute form, and the body size the budget refused when the chunk callback stopped the
+  // parser for it (0: not stopped).
+  BodyReservation reservation_;
+  std::string origin_target_;
+  uint64_t over_budget_bytes_ = 0;
+  // The parser keeps a reference to its chunk callback, so it lives here.
+  std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_header_;
+  // Set by FailRequest: the response's write ends in Linger() instead of Close().
+  bool linger_ = false;
   std::shared_ptr<bhttp::response<bhttp::string_body>> pending_;
   std::shared_ptr<bhttp::response<bhttp::empty_body>> continue_;
   std::atomic<int64_t> waiting_since_micros_{0};
@@ -84,8 +236,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
 class HttpExchangeImpl final : public HttpExchange {
  public:
-  HttpExchangeImpl(std::shared_ptr<HttpSession> session, HttpRequest request, int64_t received)
-      : session_(std::move(session)), request_(std::move(request)), received_(received) {}
+  HttpExchangeImpl(std::shared_ptr<HttpSession> session, HttpRequest request,
+                   BodyReservation reservation, int64_t received)
+      : session_(std::move(session)),
+        request_(std::move(request)),
+        reservation_(std::move(reservation)),
+        received_(received) {}
   ~HttpExchangeImpl() override {
     if (!responded_.load()) {
       // A handler dropped the request without answering: never leave a client hanging.
@@ -96,6 +252,12 @@ class HttpExchangeImpl final : public HttpExchange {
     }
   }
   const HttpRequest& request() const override { return request_; }
+  std::string TakeBody() override {
+    std::string body = std::move(request_.body());
+    request_.body() = std::string();  // A moved-from string's state is unspecified.
+    reservation_.Reset();
+    return body;
+  }
   void Respond(HttpResponse response) override {
     if (responded_.exchange(true)) return;
     session_->Write(std::move(response), request_.keep_alive(), request_.version(),
@@ -107,6 +269,7 @@ class HttpExchangeImpl final : public HttpExchange {
  private:
   std::shared_ptr<HttpSession> session_;
   HttpRequest request_;
+  BodyReservation reservation_;  // The body's share of the budget, until taken.
   int64_t received_;
   std::atomic<bool> responded_{false};
 };
@@ -114,7 +277,10 @@ class HttpExchangeImpl final : public HttpExchange {
 class HttpServerImpl final : public HttpServer {
  public:
   HttpServerImpl(const HttpServerOptions& options, HttpHandler handler, MetricsRegistry* metrics)
-      : options_(options), handler_(std::move(handler)), acceptor_(asio::make_strand(io_)) {
+      : options_(options),
+        handler_(std::move(handler)),
+        body_budget_(options.max_in_flight_body_bytes),
+        acceptor_(asio::make_strand(io_)) {
     if (metrics) {
       metrics_.open_connections =
           &metrics->AddGauge("tailcut_http_open_connections", "Open client connections").Get();
@@ -146,6 +312,12 @@ class HttpServerImpl final : public HttpServer {
   ~HttpServerImpl() override { Stop(); }
 
   Status Start() override {
+    if (options_.max_in_flight_body_bytes < options_.max_body_bytes) {
+      return Status::InvalidArgument(
+          "max_in_flight_body_bytes (" + std::to_string(options_.max_in_flight_body_bytes) +
+          ") is smaller than max_body_bytes (" + std::to_string(options_.max_body_bytes) +
+          "): bodies of the largest allowed size could never be accepted");
+    }
     beast::error_code ec;
     auto address = asio::ip::make_address(options_.host, ec);
     if (ec) return Status::InvalidArgument("cannot parse host '" + options_.host + "': " + ec.message());
@@ -210,6 +382,7 @@ class HttpServerImpl final : public HttpServer {
   const HttpServerOptions& options() const { return options_; }
   bool closing() const { return closing_.load(); }
   ServerMetrics& metrics() { return metrics_; }
+  BodyBudget& body_budget() { return body_budget_; }
   void Handle(const HttpExchangePtr& exchange) { handler_(exchange); }
   void RequestStarted() { in_flight_.fetch_add(1); }
   void RequestFinished() { in_flight_.fetch_sub(1); }
@@ -281,6 +454,7 @@ class HttpServerImpl final : public HttpServer {
   std::mutex sessions_mutex_;
   std::list<HttpSession*> sessions_;  // Guarded by sessions_mutex_.
   ServerMetrics metrics_{};
+  BodyBudget body_budget_;
   Gauge local_gauge_;
   Counter local_counters_[4];
   asio::io_context io_;
@@ -295,7 +469,10 @@ class HttpServerImpl final : public HttpServer {
 };
 
 HttpSession::HttpSession(tcp::socket&& socket, HttpServerImpl& server)
-    : stream_(std::move(socket)), server_(server) {
+    : stream_(std::move(socket)), server_(server), reservation_(server.body_budget()) {
+  on_chunk_header_ = [this](std::uint64_t size, beast::string_view, beast::error_code& ec) {
+    OnChunkHeader(size, ec);
+  };
   beast::error_code ec;
   auto ep = stream_.socket().remote_endpoint(ec);
   if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -315,11 +492,26 @@ void HttpSession::Start() {
 
 void HttpSession::ReadHeader() {
   waiting_since_micros_ = SystemClock::Get().NowMicros();
+  reservation_.Reset();
+  over_budget_bytes_ = 0;
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(server_.options().max_header_bytes));
   parser_->body_limit(server_.options().max_body_bytes);
-  const int64_t timeout = first_request_ ? server_.options().header_timeout_millis
-                                         : server_.options().idle_timeout_millis;
+  parser_->on_chunk_header(on_chunk_header_);
+  if (first_request_ || buffer_.size() > 0) return ReadHeaderFields();
+  // A kept-alive connection may idle until its next request starts; from its first byte, the
+  // headers have the header timeout like a new connection's (not the idle timeout again).
+  stream_.expires_after(std::chrono::milliseconds(server_.options().idle_timeout_millis));
+  stream_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 65536)),
+                          [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                            self->buffer_.commit(n);
+                            if (ec) return self->OnHeader(ec);
+                            self->ReadHeaderFields();
+                          });
+}
+
+void HttpSession::ReadHeaderFields() {
+  const int64_t timeout = server_.options().header_timeout_millis;
   stream_.expires_after(std::chrono::milliseconds(timeout));
   bhttp::async_read_header(stream_, buffer_, *parser_,
                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -358,11 +550,19 @@ void HttpSession::OnHeader(beast::error_code ec) {
   first_request_ = false;
 
   const auto& req = parser_->get();
+  if (auto error = CheckFraming(req, &origin_target_)) {
+    return FailRequest(error->status, error->type, error->message);
+  }
   if (auto length = parser_->content_length();
       length && *length > server_.options().max_body_bytes) {
     return FailRequest(413, "payload_too_large_error",
                        "request body of " + std::to_string(*length) + " bytes exceeds the limit of " +
                            std::to_string(server_.options().max_body_bytes));
+  }
+  // A declared body is allocated whole when its first bytes arrive: it is charged now, before
+  // any of it is read. Chunked bodies are charged chunk by chunk (OnChunkHeader).
+  if (auto length = parser_->content_length(); length && !reservation_.GrowTo(*length)) {
+    return FailBudget(*length);
   }
   if (beast::iequals(req[bhttp::field::expect], "100-continue")) {
     // curl and other clients wait (up to a second) for this before sending a large body.
@@ -377,6 +577,27 @@ void HttpSession::OnHeader(beast::error_code ec) {
     return;
   }
   ReadBody();
+}
+
+void HttpSession::OnChunkHeader(std::uint64_t size, beast::error_code& ec) {
+  // The parser has checked the running total against the body limit already.
+  std::string& body = parser_->get().body();
+  const uint64_t needed = body.size() + size;
+  if (needed <= body.capacity()) return;
+  // Grow geometrically (amortised copies), never past the body limit, and charge the budget
+  // for the whole new capacity before allocating it. A fresh string reserves exactly what it
+  // is asked for, where growing one in place may double it.
+  const uint64_t capacity = std::max<uint64_t>(
+      needed, std::min<uint64_t>(2 * body.capacity(), server_.options().max_body_bytes));
+  if (!reservation_.GrowTo(capacity)) {
+    over_budget_bytes_ = needed;
+    ec = bhttp::error::body_limit;  // Stops the parser; OnBody answers 429.
+    return;
+  }
+  std::string grown;
+  grown.reserve(capacity);
+  grown.append(body);
+  body.swap(grown);
 }
 
 void HttpSession::ReadBody() {
@@ -394,6 +615,7 @@ void HttpSession::OnBody(beast::error_code ec) {
     server_.metrics().timeouts->Inc();
     return Close();
   }
+  if (over_budget_bytes_ > 0) return FailBudget(over_budget_bytes_);
   if (ec == bhttp::error::body_limit) {
     return FailRequest(413, "payload_too_large_error",
                        "request body exceeds the limit of " +
@@ -411,20 +633,36 @@ void HttpSession::Dispatch() {
   waiting_since_micros_ = 0;
   stream_.expires_never();  // The handler's own deadline governs from here.
   server_.RequestStarted();
-  auto exchange = std::make_shared<HttpExchangeImpl>(shared_from_this(), parser_->release(),
+  HttpRequest request = parser_->release();
+  if (!origin_target_.empty()) request.target(origin_target_);
+  auto exchange = std::make_shared<HttpExchangeImpl>(shared_from_this(), std::move(request),
+                                                     std::move(reservation_),
                                                      SystemClock::Get().NowMicros());
   server_.Handle(exchange);
 }
 
-void HttpSession::FailRequest(unsigned status, std::string_view type, std::string_view message) {
+void HttpSession::FailRequest(unsigned status, std::string_view type, std::string_view message,
+                              std::vector<std::pair<std::string, std::string>> headers) {
   waiting_since_micros_ = 0;
+  parser_.reset();  // Nothing of the body is kept (the connection may linger a while).
+  reservation_.Reset();
   server_.metrics().protocol_errors->Inc();
   server_.RequestStarted();
   HttpResponse r;
   r.status = status;
   r.body = ErrorJson(type, message);
+  r.headers = std::move(headers);
   r.close_connection = true;  // The stream is in an unknown state after a framing error.
+  linger_ = true;
   Write(std::move(r), false, 11);
+}
+
+void HttpSession::FailBudget(uint64_t body_bytes) {
+  FailRequest(429, "overloaded_error",
+              "request bodies in flight would exceed max_in_flight_body_bytes (" +
+                  std::to_string(server_.body_budget().limit_bytes()) + " bytes) with this body (" +
+                  std::to_string(body_bytes) + " bytes); retry later",
+              {{"Retry-After", "1"}});
 }
 
 void HttpSession::Write(HttpResponse response, bool keep_alive, unsigned version, bool head) {
@@ -459,8 +697,31 @@ void HttpSession::OnWrite(bool close, beast::error_code ec) {
   pending_.reset();
   server_.RequestFinished();
   if (ec == beast::error::timeout) server_.metrics().timeouts->Inc();
-  if (ec || close) return Close();
+  if (ec) return Close();
+  if (close) return linger_ ? Linger() : Close();
   ReadHeader();
+}
+
+void HttpSession::Linger() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return Close();
+  // For as long as a body may take to arrive. A lingering connection holds no memory beyond
+  // its read buffer, and it may be evicted like an idle one.
+  waiting_since_micros_ = SystemClock::Get().NowMicros();
+  stream_.expires_after(std::chrono::milliseconds(server_.options().body_timeout_millis));
+  buffer_.consume(buffer_.size());
+  Discard();
+}
+
+void HttpSession::Discard() {
+  stream_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 65536)),
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            // Never committed: the bytes are dropped.
+                            if (ec == asio::error::operation_aborted) return;
+                            if (ec) return self->Close();  // EOF, or the time is up.
+                            self->Discard();
+                          });
 }
 
 void HttpSession::Close() {

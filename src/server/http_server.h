@@ -4,9 +4,14 @@
 // from any thread, so model work never blocks an IO thread: the scheduler's worker answers
 // when the batch is done and the response is written back on the connection's strand.
 //
-// Limits enforced here, before any handler runs: header and body size (431 / 413),
-// header and body read timeouts (slow clients are cut off), idle keep-alive timeout, and a
-// cap on open connections.
+// Limits enforced here, before any handler runs: header and body size (431 / 413), a budget
+// of body bytes held across all connections (429), header and body read timeouts (slow
+// clients are cut off), idle keep-alive timeout, and a cap on open connections. Framing is
+// checked as RFC 9112 asks (Host, request-target form, transfer codings) before routing.
+//
+// Memory the clients can make this server hold is bounded by max_connections x (header limit
+// + read buffer) plus max_in_flight_body_bytes: a body counts against the budget from its
+// announcement until the handler takes it (HttpExchange::TakeBody()) or the request ends.
 //
 // Thread-safety: Start()/Shutdown() from one controlling thread; HttpExchange::Respond() from
 // any thread; handlers run on IO threads.
@@ -45,6 +50,11 @@ class HttpExchange {
  public:
   virtual ~HttpExchange() = default;
   virtual const HttpRequest& request() const = 0;
+  // Moves the request body out (request().body() is empty afterwards) and returns its bytes to
+  // the server's in-flight body budget: handlers call it once, when they parse the body, so
+  // the body is not held while the request waits for the model. Call it on the handler's
+  // thread, before handing the exchange to another.
+  virtual std::string TakeBody() = 0;
   // Sends the response; safe from any thread. Only the first call has an effect.
   virtual void Respond(HttpResponse response) = 0;
   // Monotonic microseconds when the request's last byte was read.
@@ -73,15 +83,23 @@ struct HttpServerOptions {
   size_t max_body_bytes = 4 * 1024 * 1024;
   // Largest request header block; larger ones get 431.
   size_t max_header_bytes = 16 * 1024;
-  // Time allowed for a request's headers to arrive on a new connection (slowloris guard).
+  // Most bytes of request bodies held at once across all connections. A body counts from when
+  // its headers announce it (Content-Length) or its chunks arrive until its handler takes it;
+  // a request that would go over gets 429 before more of its body is read. Must be at least
+  // max_body_bytes, or the largest bodies could never be accepted.
+  size_t max_in_flight_body_bytes = 256 * 1024 * 1024;
+  // Time allowed for a request's headers to arrive (slowloris guard): on a new connection from
+  // when it is accepted, on a kept-alive one from the first byte of its next request.
   int64_t header_timeout_millis = 10'000;
   // Time allowed for a request body to arrive once its headers are in.
   int64_t body_timeout_millis = 30'000;
-  // How long a keep-alive connection may sit idle between requests.
+  // How long a keep-alive connection may sit idle between requests (until the next request's
+  // first byte; its headers then have header_timeout_millis).
   int64_t idle_timeout_millis = 60'000;
   // Time allowed to write a response to a slow reader.
   int64_t write_timeout_millis = 30'000;
-  // Most open connections; further ones are closed at once. Bounds memory and descriptors.
+  // Most open connections; further ones are closed at once. Bounds descriptors and, with the
+  // header limit, the memory of connections (bodies are bounded by max_in_flight_body_bytes).
   int max_connections = 1024;
 };
 
@@ -91,7 +109,8 @@ class HttpServer {
                                             MetricsRegistry* metrics);
   virtual ~HttpServer() = default;
 
-  // Binds, listens and starts the IO threads. Errors name the address.
+  // Binds, listens and starts the IO threads. Errors name the address, or the option that is
+  // inconsistent.
   virtual Status Start() = 0;
   // The bound port (after Start()).
   virtual uint16_t port() const = 0;

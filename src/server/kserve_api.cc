@@ -468,7 +468,7 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   if (!described.ok()) {
     return ctx.FinishError(exchange, kInferRoute, model, described.status(), ErrorStyle::kKServe);
   }
-  auto body = ParseJsonObject(exchange->request().body());
+  auto body = ParseJsonObject(exchange->TakeBody());  // Not held while the request waits.
   if (!body.ok()) {
     return ctx.FinishError(exchange, kInferRoute, model, body.status(), ErrorStyle::kKServe);
   }

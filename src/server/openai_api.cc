@@ -14,8 +14,8 @@ struct EmbeddingsCall {
   int64_t dimensions = 0;  // 0 = not asked; checked against the model once it is known.
 };
 
-Result<EmbeddingsCall> ParseEmbeddingsRequest(const HttpExchange& exchange) {
-  auto body = ParseJsonObject(exchange.request().body());
+Result<EmbeddingsCall> ParseEmbeddingsRequest(HttpExchange& exchange) {
+  auto body = ParseJsonObject(exchange.TakeBody());  // Not held while the request waits.
   if (!body.ok()) return body.status();
   const nlohmann::json& j = *body;
   EmbeddingsCall call;

@@ -8,8 +8,8 @@ namespace {
 
 constexpr std::string_view kEmbedRoute = "/embed";
 
-Result<EmbedRequest> ParseEmbed(const HttpExchange& exchange) {
-  auto body = ParseJsonObject(exchange.request().body());
+Result<EmbedRequest> ParseEmbed(HttpExchange& exchange) {
+  auto body = ParseJsonObject(exchange.TakeBody());  // Not held while the request waits.
   if (!body.ok()) return body.status();
   const nlohmann::json& j = *body;
   EmbedRequest req;

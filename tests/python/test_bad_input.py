@@ -275,6 +275,19 @@ CASES: dict[str, Case] = {
                                413, (f"exceeds the limit of {MAX_BODY} bytes",)),
     "huge body sent": post(E, {"input": "x" * (MAX_BODY + 10)}, 413,
                            f"exceeds the limit of {MAX_BODY} bytes"),
+    # RFC 9112 framing (found by this catalogue: each was served, or framed as plain, before).
+    "http/1.1 without host": Case("", b"POST /v1/embeddings HTTP/1.1\r\nContent-Length: 2\r\n"
+                                      b"\r\n{}", 400, ("need a Host header",)),
+    "two host headers": Case("", b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400,
+                             ("more than one Host header",)),
+    "target without a slash": Case("", b"GET health HTTP/1.1\r\nHost: x\r\n\r\n", 400,
+                                   ("request target must be a path starting with '/'",)),
+    "gzip then chunked": Case("", http_request("POST", E, b"2\r\n{}\r\n0\r\n\r\n",
+                                               {"Transfer-Encoding": "gzip, chunked"}),
+                              501, ("transfer coding 'gzip' is not supported",)),
+    "chunked not last": Case("", http_request("POST", E, b"2\r\n{}\r\n0\r\n\r\n",
+                                              {"Transfer-Encoding": "chunked, gzip"}),
+                             400, ("must end with 'chunked'",)),
     "huge chunked body": Case("", http_request(
         "POST", E, b"".join([b"4000\r\n" + b"a" * 0x4000 + b"\r\n"] * 6) + b"0\r\n\r\n",
         {"Transfer-Encoding": "chunked"}), 413, (f"exceeds the limit of {MAX_BODY} bytes",)),
@@ -300,6 +313,16 @@ def test_hostile_request(hostile_server, name):
         assert err["code"] == r.status, f"{name}: body code {err['code']} != status {r.status}"
     for header, value in case.headers.items():
         assert r.headers.get(header) == value, f"{name}: header {header}: {r.headers}"
+
+
+def test_absolute_form_target_is_routed_on_its_path(hostile_server):
+    # RFC 9112 section 3.2.2: servers must accept the absolute form (proxies send it); it used
+    # to answer 404.
+    port = hostile_server.port
+    r = raw_exchange(port, http_request("POST", f"http://127.0.0.1:{port}/v1/embeddings",
+                                        {"input": "absolute"}))
+    assert r.status == 200, r.body[:300]
+    assert len(r.json()["data"][0]["embedding"]) == 384
 
 
 def test_head_response_has_no_body_and_keeps_the_connection_usable(hostile_server):
