@@ -64,13 +64,15 @@ bench-setup: setup
 sanitize: setup
 	scripts/ci_sanitizers.sh
 
-# libFuzzer targets in $(FUZZ_BUILD)/fuzz/ (clang, ASan+UBSan); README, "Fuzzing".
+# libFuzzer targets in $(FUZZ_BUILD)/fuzz/ (clang, ASan+UBSan); README, "Fuzzing". With
+# TAILCUT_WERROR=1 in the environment (CI) warnings are errors.
 fuzz:
 	scripts/setup.sh --no-build
 	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
 	  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-	  -DTAILCUT_FUZZ=ON -DTAILCUT_BUILD_TESTS=OFF -DTAILCUT_BUILD_BENCH=OFF >/dev/null
+	  -DTAILCUT_FUZZ=ON -DTAILCUT_BUILD_TESTS=OFF -DTAILCUT_BUILD_BENCH=OFF \
+	  $(if $(TAILCUT_WERROR),-DTAILCUT_WERROR=$(TAILCUT_WERROR)) >/dev/null
 	cmake --build $(FUZZ_BUILD) --parallel --target fuzz_targets
 
 # Each fuzz target for FUZZ_SECONDS on its corpus, after replaying its regressions.

@@ -20,7 +20,8 @@
 # entry says why it is there.
 #
 # Usage: scripts/ci_sanitizers.sh [asan] [tsan]     (default: both)
-# Environment: JOBS (build parallelism, default nproc), PYTHON (default .venv/bin/python).
+# Environment: JOBS (build parallelism, default nproc), PYTHON (default .venv/bin/python),
+# TAILCUT_WERROR (1: warnings are errors in both builds, as CI's .ci/run sets it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,7 +51,8 @@ configure() {  # configure <dir> <sanitizers>
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-    -DTAILCUT_SANITIZE="$2" -DTAILCUT_BUILD_BENCH=OFF >/dev/null
+    -DTAILCUT_SANITIZE="$2" -DTAILCUT_BUILD_BENCH=OFF \
+    ${TAILCUT_WERROR:+"-DTAILCUT_WERROR=$TAILCUT_WERROR"} >/dev/null
 }
 
 # Fails when a sanitizer wrote a report under $1 (the servers' log_path). Files holding only

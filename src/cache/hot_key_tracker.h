@@ -9,9 +9,12 @@
 // cost if it beats this on the same trace (see bench/warmup_sim.cc), and it has not been
 // needed.
 //
-// Memory is bounded: at most max_tracked_keys keys are kept; when full, the key with the
-// lowest smoothed level is forgotten. Each key keeps what is needed to recompute its entry
-// (token ids, variant, normalisation), so warm-up never needs the original text.
+// Memory is bounded: at most max_tracked_keys keys are kept. When a shard is full, the
+// eighth of its keys with the lowest smoothed level (+ current count) is forgotten in one
+// pass, so the O(shard) scan is paid once per shard/8 new keys: amortised O(1) per Record()
+// however many one-off keys arrive (evicting one key per new key cost a scan each). Each key
+// keeps what is needed to recompute its entry (token ids, variant, normalisation), so
+// warm-up never needs the original text.
 //
 // Thread-safety: Record() and PredictHot() are safe from any thread (sharded locks).
 #pragma once
@@ -21,6 +24,7 @@
 #include <mutex>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/cache_key.h"
@@ -57,6 +61,9 @@ class HotKeyTracker {
   // at most `limit`.
   std::vector<Prediction> PredictHot(size_t limit, double min_forecast);
   size_t tracked() const;
+  // Keys examined by eviction so far, over all shards: the work Record() spends keeping
+  // memory bounded (about 8 x + the keys evicted; for tests and benchmarks).
+  uint64_t eviction_scanned() const;
 
  private:
   struct Series {
@@ -72,10 +79,14 @@ class HotKeyTracker {
   struct Shard {
     std::mutex mutex;
     std::unordered_map<CacheKey, Series, CacheKeyHash> keys;
+    uint64_t eviction_scanned = 0;
+    // Reused by EvictColdest so eviction does not allocate each time.
+    std::vector<std::pair<double, CacheKey>> scratch;
   };
   // Folds completed buckets up to `bucket` into the series' level and trend.
   void Advance(Series& s, int64_t bucket) const;
-  void EvictColdest(Shard& shard);
+  // Forgets the coldest eighth of a full shard (at least one key).
+  void EvictColdest(Shard& shard, int64_t bucket);
 
   static constexpr size_t kShards = 8;
   const HotKeyTrackerOptions options_;

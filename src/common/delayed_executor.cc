@@ -3,17 +3,8 @@
 #include <chrono>
 
 namespace tailcut {
-namespace {
 
-int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
-DelayedExecutor::DelayedExecutor() : thread_([this] { Loop(); }) {}
+DelayedExecutor::DelayedExecutor(const Clock& clock) : clock_(clock), thread_([this] { Loop(); }) {}
 
 DelayedExecutor::~DelayedExecutor() {
   {
@@ -28,7 +19,7 @@ void DelayedExecutor::RunAfter(int64_t delay_micros, Task task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stopping_) {
-      queue_.push({NowMicros() + std::max<int64_t>(0, delay_micros), next_sequence_++,
+      queue_.push({clock_.NowMicros() + std::max<int64_t>(0, delay_micros), next_sequence_++,
                    std::move(task)});
       task = nullptr;
     }
@@ -40,6 +31,12 @@ void DelayedExecutor::RunAfter(int64_t delay_micros, Task task) {
   wake_.notify_one();
 }
 
+void DelayedExecutor::Poke() {
+  // Under the lock, so the wake-up cannot fall between the loop's clock read and its wait.
+  std::lock_guard<std::mutex> lock(mutex_);
+  wake_.notify_all();
+}
+
 void DelayedExecutor::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -48,7 +45,7 @@ void DelayedExecutor::Loop() {
       wake_.wait(lock);
       continue;
     }
-    const int64_t wait = queue_.top().due_micros - NowMicros();
+    const int64_t wait = queue_.top().due_micros - clock_.NowMicros();
     if (wait > 0) {
       wake_.wait_for(lock, std::chrono::microseconds(wait));
       continue;

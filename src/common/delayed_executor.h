@@ -6,7 +6,12 @@
 // work elsewhere). Callbacks still pending at destruction are run with `cancelled` = true
 // so owners waiting on them are always answered.
 //
-// Thread-safety: RunAfter() is safe from any thread, including from inside a callback.
+// Time comes from an injected Clock (common/clock.h). Between checks the thread sleeps in
+// real time for what the clock says is left, so a ManualClock moved forward is noticed within
+// the real-time equivalent of the earliest delay, or at once by the next RunAfter() or Poke().
+//
+// Thread-safety: RunAfter() and Poke() are safe from any thread, including from inside a
+// callback.
 #pragma once
 
 #include <condition_variable>
@@ -17,19 +22,23 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace tailcut {
 
 class DelayedExecutor {
  public:
   using Task = std::function<void(bool cancelled)>;
 
-  DelayedExecutor();
+  explicit DelayedExecutor(const Clock& clock = SystemClock::Get());
   ~DelayedExecutor();
   DelayedExecutor(const DelayedExecutor&) = delete;
   DelayedExecutor& operator=(const DelayedExecutor&) = delete;
 
-  // Runs `task(false)` about `delay_micros` from now (steady clock).
+  // Runs `task(false)` once `delay_micros` have passed on the clock.
   void RunAfter(int64_t delay_micros, Task task);
+  // Makes the thread look at the clock now (after a ManualClock was moved, in tests).
+  void Poke();
 
  private:
   struct Entry {
@@ -42,6 +51,7 @@ class DelayedExecutor {
   };
   void Loop();
 
+  const Clock& clock_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;

@@ -1,6 +1,10 @@
 #include "core/batch_scheduler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
+#include <exception>
+#include <string>
 
 namespace tailcut {
 
@@ -101,12 +105,35 @@ void BatchScheduler::WorkerLoop() {
     if (batch.tasks.empty()) continue;
 
     const int64_t start = clock_.NowMicros();
-    process_(std::move(batch));
+    RunBatch(batch);
     const int64_t took = clock_.NowMicros() - start;
     // EWMA with weight 1/8: follows load changes within a few batches, ignores one outlier.
     const int64_t old = expected_batch_micros_.load(std::memory_order_relaxed);
     expected_batch_micros_.store(old + (took - old) / 8, std::memory_order_relaxed);
   }
+}
+
+void BatchScheduler::RunBatch(Batch& batch) {
+  // The barrier keeps one batch's failure (an engine bug, bad_alloc, a library throwing
+  // where it should return an error) from ending the process and every request in it.
+  std::string what;
+  try {
+    process_(std::move(batch));
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  size_t failed = 0;
+  const Status status = Status::Internal("running the batch failed: " + what);
+  for (auto& t : batch.tasks) {
+    if (!t) continue;
+    t->Fail(status);
+    ++failed;
+  }
+  spdlog::error("batch of {} rows threw ({}); failed its {} remaining tasks", batch.rows, what,
+                failed);
 }
 
 }  // namespace tailcut

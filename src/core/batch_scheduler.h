@@ -2,6 +2,9 @@
 // and return at once; dedicated worker threads form batches by the queue's policy and hand
 // each to the model's process function. No model work ever runs on the caller's thread.
 //
+// A process function that throws fails its own batch, not the process: the worker catches
+// the exception, fails the tasks still in the batch with Internal and goes on serving.
+//
 // Thread-safety: Schedule() and the accessors are safe from any thread. The process function
 // runs on worker threads, possibly concurrently when num_workers > 1.
 #pragma once
@@ -32,7 +35,10 @@ struct BatchSchedulerOptions {
 
 class BatchScheduler {
  public:
-  // Runs one batch; must complete or fail every task in it.
+  // Runs one batch; must complete or fail every task in it. If it throws, the scheduler fails
+  // every task still in `batch.tasks` (non-null: one handed on elsewhere is moved out first)
+  // with Internal naming the exception, so a task answered before the throw is failed too:
+  // tasks must tolerate Fail() after completing (EmbedItemTask's job ignores it).
   using ProcessFn = std::function<void(Batch&& batch)>;
 
   BatchScheduler(const BatchSchedulerOptions& options, ProcessFn process,
@@ -61,6 +67,8 @@ class BatchScheduler {
 
  private:
   void WorkerLoop();
+  // Calls process_ on `batch`; on an exception, fails what is left in it (see ProcessFn).
+  void RunBatch(Batch& batch);
 
   const BatchSchedulerOptions options_;
   const ProcessFn process_;

@@ -139,46 +139,64 @@ Status TextEmbeddingModel::EmbedBatch(std::span<const std::span<const int64_t>> 
     std::fill_n(buf.attention_mask.begin() + i * seq_len, sequences[i].size(), 1);
   }
 
-  const int64_t shape[2] = {static_cast<int64_t>(batch), static_cast<int64_t>(seq_len)};
-  auto memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-  Ort::Value inputs[3] = {
-      Ort::Value::CreateTensor<int64_t>(memory, buf.input_ids.data(), cells, shape, 2),
-      Ort::Value::CreateTensor<int64_t>(memory, buf.attention_mask.data(), cells, shape, 2),
-      Ort::Value(nullptr)};
-  const char* input_names[3] = {"input_ids", "attention_mask", "token_type_ids"};
-  size_t input_count = 2;
-  if (has_token_type_ids_) {
-    inputs[2] =
-        Ort::Value::CreateTensor<int64_t>(memory, buf.token_type_ids.data(), cells, shape, 2);
-    input_count = 3;
-  }
-  const char* output_names[1] = {output_name_.c_str()};
-  const size_t dim = static_cast<size_t>(dimensions_);
-
-  if (!output_is_per_token_) {
-    // The graph pools: let it write straight into the caller's rows.
-    const int64_t out_shape[2] = {static_cast<int64_t>(batch), static_cast<int64_t>(dim)};
-    Ort::Value output = Ort::Value::CreateTensor<float>(memory, out, batch * dim, out_shape, 2);
-    return session_->RunRaw(input_names, inputs, input_count, output_names, &output, 1);
-  }
-
-  Ort::Value output(nullptr);
-  Status run = session_->RunRaw(input_names, inputs, input_count, output_names, &output, 1);
-  if (!run.ok()) return run;
-  const float* hidden = output.GetTensorData<float>();
-  for (size_t i = 0; i < batch; ++i) {
-    float* row = out + i * dim;
-    const float* base = hidden + i * seq_len * dim;
-    if (config_.pooling == Pooling::kCls) {
-      std::memcpy(row, base, dim * sizeof(float));
-      continue;
+  // Everything that touches Ort objects is inside the try: the C++ API reports failures
+  // (allocation, a shape it refuses) by throwing Ort::Exception, which must become a Status.
+  try {
+    const int64_t shape[2] = {static_cast<int64_t>(batch), static_cast<int64_t>(seq_len)};
+    auto memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    Ort::Value inputs[3] = {
+        Ort::Value::CreateTensor<int64_t>(memory, buf.input_ids.data(), cells, shape, 2),
+        Ort::Value::CreateTensor<int64_t>(memory, buf.attention_mask.data(), cells, shape, 2),
+        Ort::Value(nullptr)};
+    const char* input_names[3] = {"input_ids", "attention_mask", "token_type_ids"};
+    size_t input_count = 2;
+    if (has_token_type_ids_) {
+      inputs[2] =
+          Ort::Value::CreateTensor<int64_t>(memory, buf.token_type_ids.data(), cells, shape, 2);
+      input_count = 3;
     }
-    std::fill_n(row, dim, 0.0f);
-    const size_t n = sequences[i].size();
-    for (size_t t = 0; t < n; ++t) {
-      for (size_t d = 0; d < dim; ++d) row[d] += base[t * dim + d];
+    const char* output_names[1] = {output_name_.c_str()};
+    const size_t dim = static_cast<size_t>(dimensions_);
+
+    if (!output_is_per_token_) {
+      // The graph pools: let it write straight into the caller's rows. ONNX Runtime refuses
+      // (an error, not a write past the end) when the graph's output has another shape.
+      const int64_t out_shape[2] = {static_cast<int64_t>(batch), static_cast<int64_t>(dim)};
+      Ort::Value output = Ort::Value::CreateTensor<float>(memory, out, batch * dim, out_shape, 2);
+      return session_->RunRaw(input_names, inputs, input_count, output_names, &output, 1);
     }
-    for (size_t d = 0; d < dim; ++d) row[d] /= static_cast<float>(n);
+
+    Ort::Value output(nullptr);
+    Status run = session_->RunRaw(input_names, inputs, input_count, output_names, &output, 1);
+    if (!run.ok()) return run;
+    // The pooling below reads batch x sequence x dimensions floats: a graph whose hidden size
+    // is left open and differs from model.yaml's dimensions would be read out of bounds.
+    const std::vector<int64_t> got = output.GetTensorTypeAndShapeInfo().GetShape();
+    const std::vector<int64_t> want = {static_cast<int64_t>(batch), static_cast<int64_t>(seq_len),
+                                       static_cast<int64_t>(dim)};
+    if (got != want) {
+      return Status::Internal("model '" + config_.name + "': output '" + output_name_ +
+                              "' has shape " + ShapeToString(got) +
+                              ", expected [batch, sequence, dimensions] " + ShapeToString(want) +
+                              "; does model.yaml's dimensions match the model's hidden size?");
+    }
+    const float* hidden = output.GetTensorData<float>();
+    for (size_t i = 0; i < batch; ++i) {
+      float* row = out + i * dim;
+      const float* base = hidden + i * seq_len * dim;
+      if (config_.pooling == Pooling::kCls) {
+        std::memcpy(row, base, dim * sizeof(float));
+        continue;
+      }
+      std::fill_n(row, dim, 0.0f);
+      const size_t n = sequences[i].size();
+      for (size_t t = 0; t < n; ++t) {
+        for (size_t d = 0; d < dim; ++d) row[d] += base[t * dim + d];
+      }
+      for (size_t d = 0; d < dim; ++d) row[d] /= static_cast<float>(n);
+    }
+  } catch (const Ort::Exception& e) {
+    return Status::Internal("model '" + config_.name + "': " + e.what());
   }
   return Status::Ok();
 }

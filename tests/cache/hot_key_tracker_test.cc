@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace tailcut {
 namespace {
 
@@ -61,6 +63,40 @@ TEST_F(HotKeyTrackerTest, LimitKeepsTheHottestAndMemoryIsBounded) {
   auto hot = small.PredictHot(5, 0);
   EXPECT_EQ(hot.size(), 5u);
   for (size_t i = 1; i < hot.size(); ++i) EXPECT_GE(hot[i - 1].forecast, hot[i].forecast);
+}
+
+TEST_F(HotKeyTrackerTest, EvictionWorkPerNewKeyIsBoundedWhateverTheFlood) {
+  // 100 keys per shard. A flood of one-off keys (a crawler, unique texts) must cost a bounded
+  // amount of eviction work per key, not a scan of the shard each.
+  options_.max_tracked_keys = 800;
+  HotKeyTracker small(options_, clock_);
+  const int64_t ids[] = {1};
+  constexpr uint64_t kKeys = 100'000;
+  std::mt19937_64 rng(1);  // Random 128-bit digests, as production keys are.
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    small.Record(CacheKey{rng(), rng()}, ids, 0, true);
+    ASSERT_LE(small.tracked(), 800u);
+  }
+  // Each scan of a full shard (100 keys) frees 12 slots: about 8.3 keys examined per new key.
+  EXPECT_LE(small.eviction_scanned(), 9 * kKeys) << small.eviction_scanned();
+  EXPECT_GE(small.tracked(), 700u);  // Evicting in batches leaves the table mostly full.
+}
+
+TEST_F(HotKeyTrackerTest, HotKeysSurviveAFloodOfOneOffKeys) {
+  options_.max_tracked_keys = 800;
+  HotKeyTracker small(options_, clock_);
+  const int64_t ids[] = {1};
+  for (int b = 0; b < 3; ++b) {
+    for (uint64_t k = 0; k < 40; ++k) {
+      for (int i = 0; i < 20; ++i) small.Record(CacheKey{k, k}, ids, 0, true);
+    }
+    clock_.AdvanceMicros(kBucket);
+  }
+  for (uint64_t k = 1000; k < 21'000; ++k) small.Record(CacheKey{k, k * 31}, ids, 0, true);
+  clock_.AdvanceMicros(kBucket);
+  auto hot = small.PredictHot(100, 5);
+  ASSERT_EQ(hot.size(), 40u);
+  for (const auto& p : hot) EXPECT_LT(p.key.high, 40u);
 }
 
 }  // namespace

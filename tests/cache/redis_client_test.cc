@@ -346,20 +346,26 @@ TEST_F(RedisClientTest, KilledServerFailsFastOpensBreakerAndRecoversByItself) {
   RedisOptions o = Options();
   o.breaker_failure_threshold = 3;
   o.breaker_open_millis = 200;
+  // Far above what failing fast takes on any machine, so a slow one cannot turn a refused
+  // connection into a timeout: the codes and counts below then do not depend on speed.
+  o.command_timeout_millis = 2000;
   auto client = Client(o, &metrics);
   ASSERT_TRUE(SetSync(*client, "k", "v").ok());
 
   server_.Kill();
   int calls = 0;
   while (client->breaker_state() != BreakerState::kOpen && calls < 20) {
-    const int64_t start = NowMillis();
     auto r = GetSync(*client, "k");
-    const int64_t took = NowMillis() - start;
     EXPECT_FALSE(r.ok());
+    // Failed fast on the refused connection: Unavailable, where running out the command
+    // timeout would be DeadlineExceeded (and counted as a timeout below), however slow the
+    // machine is.
     EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
-    EXPECT_LT(took, o.command_timeout_millis) << r.status().ToString();  // Fast, not a timeout.
     ++calls;
   }
+  EXPECT_NE(metrics.Serialize().find(
+                "tailcut_redis_commands_total{command=\"get\",result=\"timeout\"} 0"),
+            std::string::npos);
   EXPECT_EQ(client->breaker_state(), BreakerState::kOpen);
   EXPECT_LE(calls, 3);
   auto rejected = GetSync(*client, "k");
@@ -552,58 +558,6 @@ TEST_F(RedisClientTest, MetricsAreExported) {
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }
-}
-
-// Not a pass/fail test: prints loopback latency and pipelined throughput for the report.
-TEST_F(RedisClientTest, ReportLatencyAndThroughput) {
-  RedisOptions o = Options();
-  o.command_timeout_millis = 2000;  // Measures throughput, not timeouts (sanitizer builds).
-  auto client = Client(o);
-  const std::string value = EncodeEmbedding(std::vector<float>(384, 0.125f));
-  std::vector<std::string> keys;
-  for (int i = 0; i < 8; ++i) {
-    keys.push_back("emb:" + std::to_string(i));
-    ASSERT_TRUE(SetSync(*client, keys.back(), value).ok());
-  }
-  // Sequential: one MGET of 8 embeddings at a time, call -> callback.
-  std::vector<int64_t> us;
-  for (int i = 0; i < 2000; ++i) {
-    const int64_t start = SystemClock::Get().NowMicros();
-    ASSERT_TRUE(MultiGetSync(*client, keys).ok());
-    us.push_back(SystemClock::Get().NowMicros() - start);
-  }
-  std::sort(us.begin(), us.end());
-  std::printf("[latency] MGET x8 (1552-byte values), sequential: p50 %lld us, p99 %lld us\n",
-              static_cast<long long>(us[us.size() / 2]),
-              static_cast<long long>(us[us.size() * 99 / 100]));
-
-  // Pipelined: up to 2000 calls in flight from one thread.
-  constexpr int kCalls = 100'000;
-  std::atomic<int> in_flight{0};
-  std::atomic<int> errors{0};
-  Latch latch;
-  const auto before = client->stats();
-  const int64_t start = SystemClock::Get().NowMicros();
-  for (int i = 0; i < kCalls; ++i) {
-    while (in_flight.load() >= 2000) std::this_thread::yield();
-    in_flight.fetch_add(1);
-    client->MultiGet({keys[i % 8]}, [&](Result<Values> r) {
-      if (!r.ok()) errors.fetch_add(1);
-      in_flight.fetch_sub(1);
-      latch.Arrive();
-    });
-  }
-  ASSERT_TRUE(latch.Wait(kCalls, 60s));
-  const double secs = static_cast<double>(SystemClock::Get().NowMicros() - start) / 1e6;
-  const auto after = client->stats();
-  std::printf(
-      "[throughput] %d single-key MGETs in %.2f s = %.0f/s, %llu round trips (avg %.1f "
-      "per pipeline), %d errors\n",
-      kCalls, secs, kCalls / secs,
-      static_cast<unsigned long long>(after.round_trips - before.round_trips),
-      static_cast<double>(kCalls) / static_cast<double>(after.round_trips - before.round_trips),
-      errors.load());
-  EXPECT_EQ(errors.load(), 0);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <future>
+#include <map>
 #include <set>
+#include <stdexcept>
 
 #include "tests/core/fake_task.h"
 
@@ -111,6 +113,61 @@ TEST(BatchSchedulerTest, ExpiredTasksAreFailedNotRun) {
   EXPECT_EQ(failures.count.load(), 1);
   EXPECT_EQ(failures.last.load(), Status::Code::kDeadlineExceeded);
   EXPECT_EQ(ran.load(), 0);
+}
+
+// A FakeTask that reports how it was failed into a map shared by the test (the task itself is
+// gone by the time the test looks).
+class RecordingTask : public FakeTask {
+ public:
+  RecordingTask(int id, std::mutex* mu, std::map<int, Status>* failed)
+      : FakeTask(id, 8, 0), mu_(mu), failed_(failed) {}
+  void Fail(const Status& status) override {
+    FakeTask::Fail(status);
+    std::lock_guard<std::mutex> lock(*mu_);
+    failed_->emplace(id(), status);
+  }
+
+ private:
+  std::mutex* mu_;
+  std::map<int, Status>* failed_;
+};
+
+TEST(BatchSchedulerTest, ThrowingBatchFailsItsTasksAndTheWorkerGoesOn) {
+  std::mutex mu;
+  std::map<int, Status> failed;
+  std::vector<int> ran;
+  std::unique_ptr<BatchTask> handed_on;  // Moved out of its batch before the throw.
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 1;  // One task per batch: each id picks how its batch ends.
+  BatchScheduler scheduler(o, [&](Batch&& b) {
+    const int id = IdOf(b.tasks.front());
+    if (id == 0) throw std::runtime_error("boom in the engine");
+    if (id == 1) throw 42;
+    if (id == 2) {
+      handed_on = std::move(b.tasks.front());
+      throw std::runtime_error("after handing the task on");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    ran.push_back(id);
+  });
+  std::vector<std::unique_ptr<BatchTask>> tasks;
+  for (int id = 0; id < 4; ++id) tasks.push_back(std::make_unique<RecordingTask>(id, &mu, &failed));
+  ASSERT_TRUE(scheduler.Schedule(tasks).ok());
+  scheduler.Stop(/*drain=*/true);
+
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(failed.at(0).code(), Status::Code::kInternal);
+  EXPECT_NE(failed.at(0).message().find("boom in the engine"), std::string::npos)
+      << failed.at(0).message();
+  EXPECT_EQ(failed.at(1).code(), Status::Code::kInternal);
+  EXPECT_NE(failed.at(1).message().find("not a std::exception"), std::string::npos)
+      << failed.at(1).message();
+  // The task the process function took out of the batch is its own to answer.
+  ASSERT_NE(handed_on, nullptr);
+  EXPECT_EQ(static_cast<FakeTask&>(*handed_on).fail_count, 0);
+  // The same worker served the batch after the throws.
+  EXPECT_EQ(ran, (std::vector<int>{3}));
 }
 
 }  // namespace

@@ -36,13 +36,18 @@ def test_api_keys_guard_inference_routes(start_server, tmp_path, default_model_d
     assert requests.get(s.url("/metrics"), timeout=10).status_code == 401
     assert requests.get(s.url("/metrics"), headers={"Authorization": "Bearer file-key"},
                         timeout=10).status_code == 200
-    # A key with its own rate: 2 requests/s, so a quick burst of 6 sees 429s.
-    codes = [post(s, "/v1/embeddings", body, key="slow-key").status_code for _ in range(6)]
-    assert 429 in codes and codes[0] == 200
-    r = post(s, "/v1/embeddings", body, key="slow-key")
-    if r.status_code == 429:
-        assert r.headers["Retry-After"] == "1"
-        assert "rate limit" in r.json()["error"]["message"]
+    # A key with its own rate: 2 requests/s. The first is within it; requests sent back to
+    # back then meet a 429 as soon as they outpace 2/s, which any machine does well within 60
+    # requests (a generous allowance: real time is inherent to a rate), and that 429 is checked.
+    first = post(s, "/v1/embeddings", body, key="slow-key")
+    assert first.status_code == 200
+    for _ in range(60):
+        r = post(s, "/v1/embeddings", body, key="slow-key")
+        if r.status_code != 200:
+            break
+    assert r.status_code == 429, r.text
+    assert r.headers["Retry-After"] == "1"
+    assert "rate limit" in r.json()["error"]["message"]
     # The keys never reach the log.
     log = s.log_text()
     for secret in ("file-key", "env-key", "slow-key", "adm-7f3e9c"):
