@@ -102,7 +102,7 @@ run_asan() {
   mkdir -p "$REPORTS/asan"
   ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$REPORTS/asan/asan" \
     UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$REPORTS/asan/ubsan" \
-    TAILCUT_BUILD_DIR="$ROOT/build-asan" TAILCUT_TEST_TIME_SCALE=4 \
+    TAILCUT_BUILD_DIR="$ROOT/build-asan" TAILCUT_TEST_TIME_SCALE=4 TAILCUT_TEST_SANITIZER=asan \
     "$PYTHON" -m pytest -q -p no:cacheprovider tests/python
   check_reports "$REPORTS/asan"
   phase "asan integration tests"
@@ -131,7 +131,7 @@ run_tsan() {
   local suites=(test_concurrency.py test_admission.py test_shutdown.py test_robustness.py)
   mkdir -p "$REPORTS/tsan"
   TSAN_OPTIONS="$TSAN_OPTIONS:log_path=$REPORTS/tsan/tsan" \
-    TAILCUT_BUILD_DIR="$ROOT/build-tsan" TAILCUT_TEST_TIME_SCALE=10 \
+    TAILCUT_BUILD_DIR="$ROOT/build-tsan" TAILCUT_TEST_TIME_SCALE=10 TAILCUT_TEST_SANITIZER=tsan \
     "${norandom[@]}" "$PYTHON" -m pytest -q -p no:cacheprovider "${suites[@]/#/tests/python/}"
   check_reports "$REPORTS/tsan"
   phase "tsan integration tests"

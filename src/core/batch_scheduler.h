@@ -38,7 +38,7 @@ class BatchScheduler {
   // Runs one batch; must complete or fail every task in it. If it throws, the scheduler fails
   // every task still in `batch.tasks` (non-null: one handed on elsewhere is moved out first)
   // with Internal naming the exception, so a task answered before the throw is failed too:
-  // tasks must tolerate Fail() after completing (EmbedItemTask's job ignores it).
+  // tasks must tolerate Fail() after completing (EmbedItemTask ignores it).
   using ProcessFn = std::function<void(Batch&& batch)>;
 
   BatchScheduler(const BatchSchedulerOptions& options, ProcessFn process,

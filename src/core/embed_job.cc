@@ -60,12 +60,16 @@ void EmbedJob::Finish() {
 }
 
 void EmbedItemTask::Fail(const Status& status) {
+  if (answered_) return;
+  answered_ = true;
   if (ticket_ && cache_) cache_->OnComputeFailed(*ticket_, status);
   job_->Fail(status);
 }
 
 void EmbedItemTask::Complete(std::span<const float> row, int64_t queue_micros,
                              int64_t batch_micros, int64_t infer_micros) {
+  if (answered_) return;
+  answered_ = true;
   // Store first: a client that repeats the request as soon as it has the answer must hit.
   if (ticket_ && cache_) cache_->OnComputed(*ticket_, row);
   job_->CompleteItem(index_, row, queue_micros, batch_micros, infer_micros);

@@ -91,9 +91,11 @@ class EmbedItemTask final : public BatchTask {
   uint64_t batch_key() const override { return static_cast<uint64_t>(variant_); }
   int64_t enqueue_time_micros() const override { return enqueued_; }
   int64_t deadline_micros() const override { return deadline_; }
+  // Ignored once Complete() has run (a batch that throws after answering some of its tasks
+  // fails them all: the cache's single-flight must not be completed a second time).
   void Fail(const Status& status) override;
 
-  // Delivers the computed row: to the job, and to the cache and waiting requests.
+  // Delivers the computed row: to the job, and to the cache and waiting requests. Once.
   void Complete(std::span<const float> row, int64_t queue_micros, int64_t batch_micros,
                 int64_t infer_micros);
 
@@ -113,6 +115,7 @@ class EmbedItemTask final : public BatchTask {
   int64_t deadline_;
   std::optional<CacheTicket> ticket_;
   EmbeddingCache* cache_;
+  bool answered_ = false;  // Owned by one thread at a time, like the task.
 };
 
 }  // namespace tailcut

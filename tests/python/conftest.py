@@ -7,6 +7,8 @@ tests at other folders:
   TAILCUT_TEST_TIME_SCALE  how much slower than the optimised build the server under test is
                      (default 1; scripts/ci_sanitizers.sh sets it for the ASan and TSan builds):
                      scales the few allowances that are about timing, never what is checked
+  TAILCUT_TEST_SANITIZER  asan or tsan when the server under test is a sanitizer build (set by
+                     scripts/ci_sanitizers.sh): memory-growth bounds are not checked there
   TAILCUT_SHARED_DATA  the folder holding the optional shared data sets (qqp/pairs.jsonl.gz, the
                      labelled Quora Question Pairs), default <repo>/../shared/data. The few tests
                      that need the QQP data (tokenizer parity on real questions, accuracy checks)

@@ -1047,7 +1047,8 @@ def requests_in_flight(server: TailcutServer) -> float:
 
 
 class PendingEmbeds:
-    """`n` single-text requests sent at once on their own connections; answers by index."""
+    """One single-text request per text, sent at once on their own connections, and waited for
+    until every one is in flight on the server; answers by index."""
 
     def __init__(self, server: TailcutServer, texts: list[str]):
         self.answers: dict[int, requests.Response | Exception] = {}
@@ -1055,6 +1056,8 @@ class PendingEmbeds:
                         for i, t in enumerate(texts)]
         for t in self.threads:
             t.start()
+        wait_until(lambda: requests_in_flight(server) >= len(texts), timeout=30,
+                   what="every request waiting on its L2 lookup")
 
     def _one(self, server: TailcutServer, i: int, text: str) -> None:
         try:
@@ -1079,8 +1082,6 @@ def test_reload_with_redis_lookups_in_flight(start_server, redis_server, referen
     redis.pause()
     try:
         pending = PendingEmbeds(s, texts)
-        wait_until(lambda: requests_in_flight(s) >= len(texts), timeout=30,
-                   what="every request waiting on its L2 lookup")
         r = requests.post(s.url("/admin/models/default/reload"),
                           headers={"Authorization": "Bearer root"}, timeout=120)
         assert r.status_code == 200, r.text
@@ -1111,8 +1112,6 @@ def test_shutdown_with_redis_lookups_in_flight(start_server, redis_server):
     redis.pause()
     try:
         pending = PendingEmbeds(s, texts)
-        wait_until(lambda: requests_in_flight(s) >= len(texts), timeout=30,
-                   what="every request waiting on its L2 lookup")
         assert s.stop(timeout=60) == 0
     finally:
         redis.resume()

@@ -5,6 +5,7 @@ that has waited longest for a request it never finished makes room for a new one
 from __future__ import annotations
 
 import json
+import os
 import re
 import select
 import socket
@@ -140,8 +141,11 @@ def test_request_bodies_in_flight_are_bounded_by_bytes(start_server):
     # The README's bound, with room for the allocator's slack and the JSON being parsed.
     bound = clients * (16 * 1024 + 64 * 1024) + budget + 48 * 1024 * 1024
     grown = peak[0] - baseline
-    assert grown < bound, (f"RSS grew by {grown / 2**20:.0f} MiB, over the bound of "
-                           f"{bound / 2**20:.0f} MiB ({statuses.count(429)} refused)")
+    # Under a sanitizer the allocator's own memory (ASan's quarantine of freed blocks, TSan's
+    # shadow) dwarfs the bound and says nothing about the server's; the plain build checks it.
+    if not os.environ.get("TAILCUT_TEST_SANITIZER"):
+        assert grown < bound, (f"RSS grew by {grown / 2**20:.0f} MiB, over the bound of "
+                               f"{bound / 2**20:.0f} MiB ({statuses.count(429)} refused)")
 
     refused = [body for status, body in results if status == 429]
     assert statuses.count(200) >= 1, statuses

@@ -28,6 +28,7 @@ class FakeExchange final : public HttpExchange {
   }
 
   const HttpRequest& request() const override { return request_; }
+  std::string TakeBody() override { return std::exchange(request_.body(), std::string()); }
   void Respond(HttpResponse response) override {
     if (!response_) response_ = std::move(response);
   }
