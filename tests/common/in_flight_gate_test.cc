@@ -57,7 +57,7 @@ TEST(InFlightGateTest, ReportsASlowDrainWithTheCount) {
   InFlightGate gate;
   auto pass = gate.Enter();
   static std::atomic<int64_t> reported{-1};
-  std::thread worker([&gate, p = std::move(pass)]() mutable {
+  std::thread worker([p = std::move(pass)]() mutable {
     while (reported.load() < 0) std::this_thread::yield();  // Released after the report.
     p.reset();
   });
