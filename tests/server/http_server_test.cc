@@ -130,6 +130,15 @@ std::string Get(std::string_view target) {
 // asked (path, query, body size); with hold_ set it parks the exchanges for the test to answer.
 class HttpServerTest : public ::testing::Test {
  protected:
+  // The server with these two timeouts, and a client connected to it.
+  RawClient StartWithTimeouts(int64_t header_timeout_millis, int64_t idle_timeout_millis) {
+    HttpServerOptions options;
+    options.header_timeout_millis = header_timeout_millis;
+    options.idle_timeout_millis = idle_timeout_millis;
+    StartServer(options);
+    return RawClient(server_->port());
+  }
+
   void StartServer(HttpServerOptions options = {}) {
     options.host = "127.0.0.1";
     options.port = 0;
@@ -210,11 +219,7 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
 }
 
 TEST_F(HttpServerTest, NewConnectionMustSendItsHeadersWithinTheHeaderTimeout) {
-  HttpServerOptions options;
-  options.header_timeout_millis = 200;
-  options.idle_timeout_millis = 60'000;
-  StartServer(options);
-  RawClient c(server_->port());
+  RawClient c = StartWithTimeouts(200, 60'000);
   ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: te"));
   EXPECT_TRUE(c.ClosedWithin(milliseconds(10'000)));
 }
@@ -222,11 +227,7 @@ TEST_F(HttpServerTest, NewConnectionMustSendItsHeadersWithinTheHeaderTimeout) {
 // Found in review: the second request on a kept-alive connection had the 60 s idle timeout
 // for all of its headers, so a slow client could hold the connection that long per request.
 TEST_F(HttpServerTest, KeptAliveConnectionGetsTheHeaderTimeoutOnceTheNextRequestStarts) {
-  HttpServerOptions options;
-  options.header_timeout_millis = 200;
-  options.idle_timeout_millis = 60'000;
-  StartServer(options);
-  RawClient c(server_->port());
+  RawClient c = StartWithTimeouts(200, 60'000);
   ASSERT_TRUE(c.Send(Get("/first")));
   auto r = c.Read();
   ASSERT_TRUE(r);
@@ -238,11 +239,7 @@ TEST_F(HttpServerTest, KeptAliveConnectionGetsTheHeaderTimeoutOnceTheNextRequest
 }
 
 TEST_F(HttpServerTest, KeptAliveConnectionMayIdleLongerThanTheHeaderTimeout) {
-  HttpServerOptions options;
-  options.header_timeout_millis = 100;
-  options.idle_timeout_millis = 60'000;
-  StartServer(options);
-  RawClient c(server_->port());
+  RawClient c = StartWithTimeouts(100, 60'000);
   ASSERT_TRUE(c.Send(Get("/first")));
   ASSERT_TRUE(c.Read());
   // Idle between requests for several header timeouts: only the idle timeout applies here.
@@ -254,11 +251,7 @@ TEST_F(HttpServerTest, KeptAliveConnectionMayIdleLongerThanTheHeaderTimeout) {
 }
 
 TEST_F(HttpServerTest, KeptAliveConnectionIsClosedAfterTheIdleTimeout) {
-  HttpServerOptions options;
-  options.header_timeout_millis = 10'000;
-  options.idle_timeout_millis = 200;
-  StartServer(options);
-  RawClient c(server_->port());
+  RawClient c = StartWithTimeouts(10'000, 200);
   ASSERT_TRUE(c.Send(Get("/first")));
   ASSERT_TRUE(c.Read());
   EXPECT_TRUE(c.ClosedWithin(milliseconds(5'000)));
