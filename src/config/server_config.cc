@@ -594,7 +594,7 @@ std::vector<Setting> BuildSettings() {
                    [](auto& c) -> auto& { return c.service.text.precision.min_dwell_micros; })
                   .AtLeast(0));
   t.push_back(Field("precision.reference_backfill_max_keys",
-                    "Inputs answered by the fast variant remembered to get accurate rows in "
+                    "Inputs computed by the fast variant remembered to get accurate rows in "
                     "idle time; the controller returns only once none are owed. 0 = off.",
                     [](auto& c) -> auto& { return c.service.text.reference_backfill_max_keys; })
                   .AtLeast(0));

@@ -256,25 +256,22 @@ Status TextEmbeddingServable::ScheduleCacheFill(const std::vector<int64_t>& ids,
   return ScheduleItems(job, variant, normalize, 0, std::move(one));
 }
 
-void TextEmbeddingServable::RememberForBackfill(const EmbeddingCache::Item& item,
-                                                bool normalize) {
-  std::lock_guard<std::mutex> lock(backfill_mutex_);
+void TextEmbeddingServable::RememberForBackfill(std::vector<BackfillEntry> entries) {
   // Off (no rows per round): nothing is owed, or the controller would never come back.
-  if (options_.reference_backfill_rows_per_round == 0 ||
-      backfill_.size() >= options_.reference_backfill_max_keys) {
-    return;
+  if (entries.empty() || options_.reference_backfill_rows_per_round == 0) return;
+  std::lock_guard<std::mutex> lock(backfill_mutex_);
+  for (auto& e : entries) {
+    if (backfill_.size() >= options_.reference_backfill_max_keys) return;
+    if (backfill_keys_.insert(e.key).second) backfill_.push_back(std::move(e));
   }
-  if (!backfill_keys_.insert(*item.read_first).second) return;
-  backfill_.push_back({item.ids, *item.read_first, normalize});
 }
 
 void TextEmbeddingServable::BackfillRound(int64_t busy_micros, int64_t interval_micros) {
   // Only in idle time: the reference rows are for later requests, never at the cost of a
   // client's latency now.
-  const int64_t workers = std::max(1, scheduler_->options().num_workers);
   if (accurate_variant_ < 0 || scheduler_->queued_rows() > 0 ||
       100 * busy_micros >= options_.reference_backfill_below_utilization_percent *
-                               std::max<int64_t>(1, interval_micros) * workers) {
+                               std::max<int64_t>(1, interval_micros) * Workers()) {
     return;
   }
   size_t filled = 0;
@@ -287,8 +284,8 @@ void TextEmbeddingServable::BackfillRound(int64_t busy_micros, int64_t interval_
       backfill_.pop_front();
       backfill_keys_.erase(e.key);
     }
-    // Most remembered inputs were answered from the reference entry itself; they cost a
-    // lookup here, not a place in the round.
+    // Filled meanwhile (an fp32 computation of the same input): a lookup, not a place in
+    // the round.
     if (cache_->l1() && cache_->l1()->Contains(e.key)) continue;
     if (ScheduleCacheFill(e.ids, e.key, accurate_variant_, e.normalize).ok()) ++filled;
   }
@@ -346,8 +343,7 @@ void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tic
   const int64_t busy = busy_micros_.load();
   LoadSignals s;
   // Busy time is summed over the workers, so the capacity of an interval is wall x workers.
-  const int64_t workers = std::max(1, scheduler_->options().num_workers);
-  const int64_t wall = std::max<int64_t>(1, now - *last_tick) * workers;
+  const int64_t wall = std::max<int64_t>(1, now - *last_tick) * Workers();
   s.utilization = std::min(1.0, static_cast<double>(busy - *last_busy) / static_cast<double>(wall));
   *last_busy = busy;
   *last_tick = now;
@@ -368,7 +364,6 @@ void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tic
 
 void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
                                   InFlightGate::Pass pass) {
-  if (!pass) pass = gate_.Enter();
   if (!pass) return done(Status::Unavailable("model '" + config_.name + "' is being unloaded"));
   const size_t n = request.inputs.size();
   if (n == 0) {
@@ -462,10 +457,7 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   }
   for (auto& item : items) {
     item.key = MakeTextCacheKey(ns, item.ids);
-    if (reference_ns) {
-      item.read_first = MakeTextCacheKey(*reference_ns, item.ids);
-      if (request.cache_write) RememberForBackfill(item, normalize);
-    }
+    if (reference_ns) item.read_first = MakeTextCacheKey(*reference_ns, item.ids);
     if (tracker_) tracker_->Record(item.key, item.ids, variant_index, normalize);
   }
   EmbeddingCache::Request cache_request;
@@ -478,7 +470,17 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   cache_request.schedule = [this, job, variant_index, normalize, deadline](
                                std::vector<std::pair<EmbeddingCache::Item,
                                                      std::optional<CacheTicket>>>&& todo) {
-    return ScheduleItems(job, variant_index, normalize, deadline, std::move(todo));
+    // Rows the fast variant is about to compute (and store) for an input that has no
+    // reference row: the backfill owes that row. Hits never get here.
+    std::vector<BackfillEntry> owed;
+    for (const auto& [item, ticket] : todo) {
+      if (item.read_first && ticket && ticket->write) {
+        owed.push_back({item.ids, *item.read_first, normalize});
+      }
+    }
+    Status queued = ScheduleItems(job, variant_index, normalize, deadline, std::move(todo));
+    if (queued.ok()) RememberForBackfill(std::move(owed));
+    return queued;
   };
   cache_->Resolve(std::move(cache_request), std::move(items));
 }

@@ -20,6 +20,7 @@
 // a thread that holds no pass (not from inside a callback of this servable).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -73,8 +74,9 @@ struct TextServableOptions {
   int64_t warmup_refresh_horizon_micros = 30'000'000;
   size_t warmup_max_recompute_per_bucket = 64;
   // Reference backfill: while the controller serves its fast variant, the inputs it
-  // answers are remembered (up to reference_backfill_max_keys), and in idle time their
-  // accurate rows are computed into the accurate variant's cache entries; the controller
+  // computes (those without a reference row) are remembered (up to
+  // reference_backfill_max_keys), and in idle time their accurate rows are computed into
+  // the accurate variant's cache entries; the controller
   // comes back only once none are owed (LoadSignals::reference_rows_owed). Without it every
   // hot input first seen on the fast variant would miss at the moment of switching back
   // (the fast variant's rows are never served then), and that burst sends the controller
@@ -104,9 +106,8 @@ class TextEmbeddingServable {
   // servable under a lock that a reload swaps it under takes the pass under that lock too,
   // so the request is either admitted here or sees the new servable.
   InFlightGate::Pass Admit() { return gate_.Enter(); }
-  // `pass` from Admit(); without one, Embed admits the request itself (Unavailable once
-  // stopping).
-  void Embed(EmbedRequest request, EmbedCallback done, InFlightGate::Pass pass = nullptr);
+  // `pass` from Admit() (a null one is answered Unavailable).
+  void Embed(EmbedRequest request, EmbedCallback done, InFlightGate::Pass pass);
   ModelDescription Describe() const;
   // Refuses new requests, stops the controller and, once every admitted request has been
   // answered and nothing refers to this object any more, the worker. With drain, queued
@@ -150,12 +151,20 @@ class TextEmbeddingServable {
   // reference backfill).
   Status ScheduleCacheFill(const std::vector<int64_t>& ids, const CacheKey& key, int variant,
                            bool normalize);
-  // Reference backfill (TextServableOptions): remembers an input answered by the fast
-  // variant; one round computes a few remembered ones with the accurate variant.
-  void RememberForBackfill(const EmbeddingCache::Item& item, bool normalize);
+  struct BackfillEntry {
+    std::vector<int64_t> ids;
+    CacheKey key;  // The accurate variant's key.
+    bool normalize = true;
+  };
+  // Reference backfill (TextServableOptions): remembers inputs the fast variant computes
+  // without a reference row; one round computes a few remembered ones with the accurate
+  // variant.
+  void RememberForBackfill(std::vector<BackfillEntry> entries);
   // `busy_micros` is the workers' busy time since the previous round.
   void BackfillRound(int64_t busy_micros, int64_t interval_micros);
   size_t ReferenceRowsOwed();
+  // Batch workers: busy time is summed over them.
+  int64_t Workers() const { return std::max(1, scheduler_->options().num_workers); }
   // At start-up: fills L1 with the entries the previous process persisted as hot.
   void LoadPersistedHotSet();
   std::string HotSetKey() const;
@@ -183,11 +192,6 @@ class TextEmbeddingServable {
   Family<Counter>* switch_counter_ = nullptr;
   Family<Gauge>* active_gauge_ = nullptr;
 
-  struct BackfillEntry {
-    std::vector<int64_t> ids;
-    CacheKey key;  // The accurate variant's key.
-    bool normalize = true;
-  };
   std::mutex backfill_mutex_;  // Guards backfill_ and backfill_keys_.
   std::deque<BackfillEntry> backfill_;
   std::unordered_set<CacheKey, CacheKeyHash> backfill_keys_;

@@ -100,11 +100,24 @@ Result<std::optional<int64_t>> ReadOptionalInt(const nlohmann::json& obj, const 
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
-std::optional<size_t> FindNonFinite(std::span<const float> values) {
+namespace {
+
+template <typename T>
+std::optional<size_t> FirstNonFinite(std::span<const T> values) {
   for (size_t i = 0; i < values.size(); ++i) {
     if (!std::isfinite(values[i])) return i;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<size_t> FindNonFinite(std::span<const float> values) {
+  return FirstNonFinite(values);
+}
+
+std::optional<size_t> FindNonFinite(std::span<const double> values) {
+  return FirstNonFinite(values);
 }
 
 void AppendFloatArray(std::span<const float> values, std::string* out) {

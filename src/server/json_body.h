@@ -33,6 +33,7 @@ Result<std::optional<int64_t>> ReadOptionalInt(const nlohmann::json& obj, const 
 // that emits them is broken: callers answer with an error naming the output instead of
 // writing some number in their place.
 std::optional<size_t> FindNonFinite(std::span<const float> values);
+std::optional<size_t> FindNonFinite(std::span<const double> values);
 // Appends `values` as a JSON array of numbers. They must be finite (FindNonFinite); one that
 // is not is written as null, which no client reads as a number, never as a made-up value.
 void AppendFloatArray(std::span<const float> values, std::string* out);

@@ -254,8 +254,8 @@ Status AppendKServeTensor(const Tensor& t, std::string* out) {
       }
       break;
     case DataType::kFp64:
-      for (size_t i = 0; i < n; ++i) {
-        if (!std::isfinite(t.As<double>()[i])) return NonFiniteOutput(t, i);
+      if (auto i = FindNonFinite(std::span<const double>(t.As<double>(), n))) {
+        return NonFiniteOutput(t, *i);
       }
       break;
     default: break;
