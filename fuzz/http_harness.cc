@@ -207,6 +207,7 @@ class FuzzExchange final : public HttpExchange {
   }
   int64_t received_micros() const override { return received_; }
   std::string_view remote_address() const override { return "127.0.0.1:1"; }
+  CancellationFlag cancellation() const override { return nullptr; }
 
   int responses() const { return responses_; }
   const HttpResponse& response() const { return response_; }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "common/work_pool.h"
 #include "config/engine_layout.h"
 #include "config/server_config.h"
 #include "core/inference_service.h"
@@ -17,6 +18,7 @@
 #include "server/admin_api.h"
 #include "server/auth.h"
 #include "server/http_server.h"
+#include "server/request_dispatcher.h"
 #include "server/server_routes.h"
 
 namespace tailcut::cli {
@@ -56,8 +58,12 @@ int RunServe(ServerConfigLoader& loader) {
     PrintError(service.status().message());
     return 1;
   }
+  // Declared before everything its tasks refer to (the context, the router, the service's
+  // callbacks), and stopped explicitly below once the server has stopped handing it work.
+  WorkPool work_pool(config.work_pool);
   ApiContextOptions api_options;
   api_options.slow_request_log_millis = config.slow_request_log_millis;
+  api_options.work_pool = &work_pool;
   ApiContext context(**service, metrics, api_options);
   Router router;
   TeiOptions tei;
@@ -71,15 +77,16 @@ int RunServe(ServerConfigLoader& loader) {
   }
   Authenticator& authenticator = **auth;
 
+  // Runs on a work-pool thread: IO threads only hand requests over.
+  HttpHandler handle = [&router, &authenticator, &context](const HttpExchangePtr& ex) {
+    const auto route = Authenticator::Classify(ex->path());
+    if (Status s = authenticator.Check(*ex, route); !s.ok()) {
+      return context.FinishError(ex, "auth", "", s, ErrorStyle::kOpenAi);
+    }
+    router.Dispatch(ex);
+  };
   auto server = HttpServer::Create(
-      config.http,
-      [&router, &authenticator, &context](const HttpExchangePtr& ex) {
-        const auto route = Authenticator::Classify(ex->path());
-        if (Status s = authenticator.Check(*ex, route); !s.ok()) {
-          return context.FinishError(ex, "auth", "", s, ErrorStyle::kOpenAi);
-        }
-        router.Dispatch(ex);
-      },
+      config.http, DispatchToWorkPool(work_pool, std::move(handle), context, config.dispatch),
       &metrics);
   if (Status s = server->Start(); !s.ok()) {
     PrintError(s.message());
@@ -90,11 +97,17 @@ int RunServe(ServerConfigLoader& loader) {
        &gauge =
            metrics.AddGauge("tailcut_http_requests_in_flight", "Requests read and not yet answered")
                .Get()] { gauge.Set(static_cast<double>(server->in_flight())); });
+  metrics.AddCollectHook(
+      [&work_pool, &gauge = metrics
+                                .AddGauge("tailcut_work_pool_queued_tasks",
+                                          "Requests and responses waiting for a work thread")
+                                .Get()] { gauge.Set(static_cast<double>(work_pool.queued())); });
   spdlog::info(
       "tailcut {} listening on http://{}:{} (onnxruntime {}; {} CPUs: {} batch workers per "
-      "model x {} inference threads, {})",
+      "model x {} inference threads, {}; {} work threads)",
       TAILCUT_VERSION, config.http.host, server->port(), OrtEnvironment::RuntimeVersion(),
-      layout.cpus, layout.batch_workers, OrtEnvironment::Get().intra_op_threads(), layout.rule);
+      layout.cpus, layout.batch_workers, OrtEnvironment::Get().intra_op_threads(), layout.rule,
+      work_pool.threads());
   spdlog::info("access: {} API keys ({}), {} admin keys", authenticator.api_key_count(),
                authenticator.api_keys_required() ? "inference routes need a key"
                                                  : "inference routes open",
@@ -146,6 +159,9 @@ int RunServe(ServerConfigLoader& loader) {
   }
   const int64_t dropped = server->in_flight();
   server->Stop();
+  // No more requests come in; what is queued still runs (its answers go nowhere now), and
+  // a completion that arrives later runs on its own thread (WorkPool::Submit after Stop).
+  work_pool.Stop();
   // The service goes first, explicitly: its Redis client calls back whatever is still
   // pending (an admin flush's answer, for one) while the API context and the stopped server
   // those callbacks refer to still exist. Declaration order would destroy them first.

@@ -26,6 +26,8 @@ std::string_view Status::CodeName(Code code) {
       return "permission_error";
     case Code::kInternal:
       return "internal_error";
+    case Code::kCancelled:
+      return "cancelled_error";
   }
   return "unknown_error";
 }

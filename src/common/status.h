@@ -28,6 +28,7 @@ class Status {
     kUnauthenticated,     // Missing or wrong credentials (HTTP 401).
     kPermissionDenied,    // Credentials valid but not allowed (HTTP 403).
     kInternal,            // A bug or an unexpected failure of a dependency (HTTP 500).
+    kCancelled,           // The client went away before its answer (HTTP 499, as nginx logs it).
   };
 
   Status() = default;
@@ -48,6 +49,7 @@ class Status {
   static Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
   static Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+  static Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

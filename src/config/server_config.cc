@@ -164,8 +164,26 @@ std::vector<Setting> BuildSettings() {
                   .Alias("--port"));
   t.push_back(Field(
                   "server.io_threads",
-                  "Threads that accept connections, parse requests and write responses.",
+                  "Threads that accept connections, read requests and write responses; 0 = one "
+                  "per four CPUs (one to four).",
                   [](auto& c) -> auto& { return c.http.io_threads; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "server.work_threads",
+                  "Threads that parse requests, tokenise and format responses (never on IO "
+                  "threads); 0 = the CPUs the process may use, at least 2.",
+                  [](auto& c) -> auto& { return c.work_pool.threads; })
+                  .AtLeast(0));
+  t.push_back(Field(
+                  "server.max_queued_requests",
+                  "Most requests waiting for a work thread; more get 503 with Retry-After.",
+                  [](auto& c) -> auto& { return c.work_pool.max_queued_tasks; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "server.heavy_request_body_bytes",
+                  "Requests with bodies this large or larger are parsed on the work pool's heavy "
+                  "lane, which always leaves a thread to small requests.",
+                  [](auto& c) -> auto& { return c.dispatch.heavy_body_bytes; })
                   .AtLeast(1));
   t.push_back(Field(
                   "server.max_body_bytes", "Largest request body; larger ones get 413.",

@@ -40,11 +40,16 @@
 #include "engine/ort_environment.h"
 #include "server/auth.h"
 #include "server/http_server.h"
+#include "server/request_dispatcher.h"
 
 namespace tailcut {
 
 struct ServerConfig {
   HttpServerOptions http;
+  // The threads that do requests' CPU work (parsing, tokenising, formatting answers), and
+  // which requests count as heavy there.
+  WorkPoolOptions work_pool;
+  RequestDispatcherOptions dispatch;
   AuthOptions auth;
   InferenceServiceOptions service;
   OrtEnvironmentOptions engine;

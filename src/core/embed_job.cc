@@ -7,12 +7,13 @@
 
 namespace tailcut {
 
-EmbedJob::EmbedJob(EmbedResult result, EmbedCallback done)
+EmbedJob::EmbedJob(EmbedResult result, EmbedCallback done, CancellationFlag cancellation)
     : result_(std::move(result)),
       pending_total_(result_.token_counts.size()),
       dimensions_(result_.dimensions),
       pending_(pending_total_),
-      done_(std::move(done)) {}
+      done_(std::move(done)),
+      cancellation_(std::move(cancellation)) {}
 
 void EmbedJob::CompleteItem(size_t index, std::span<const float> row, int64_t queue_micros,
                             int64_t batch_micros, int64_t infer_micros) {

@@ -26,8 +26,9 @@ namespace tailcut {
 
 class EmbedJob {
  public:
-  // `result` carries everything but the rows; all of its rows are pending.
-  EmbedJob(EmbedResult result, EmbedCallback done);
+  // `result` carries everything but the rows; all of its rows are pending. `cancellation`:
+  // the request's (EmbedRequest::cancellation), or null.
+  EmbedJob(EmbedResult result, EmbedCallback done, CancellationFlag cancellation = nullptr);
 
   // One final row (already normalised as the request asked). Answers when it is the last.
   // Stage times are those of the batch it ran in (zero for cache hits).
@@ -42,6 +43,8 @@ class EmbedJob {
   void Fail(const Status& status);
 
   bool finished() const { return finished_.load(std::memory_order_acquire); }
+  // Whether the client went away: rows still to compute are not worth computing.
+  bool cancelled() const { return IsCancelled(cancellation_); }
   size_t rows() const { return pending_total_; }
   int dimensions() const { return dimensions_; }
 
@@ -55,6 +58,7 @@ class EmbedJob {
   std::atomic<size_t> pending_;
   std::atomic<bool> finished_{false};
   EmbedCallback done_;
+  const CancellationFlag cancellation_;
 };
 
 class EmbeddingCache;

@@ -266,14 +266,16 @@ SingleFlight::Waiter EmbeddingCache::MakeWaiter(std::shared_ptr<Pending> p, Item
     if (p->request.job->finished()) return;  // This request failed already: nothing to do.
     std::vector<std::pair<Item, std::optional<CacheTicket>>> one;
     const Status::Code code = status.code();
-    if (code != Status::Code::kDeadlineExceeded && code != Status::Code::kFailedPrecondition) {
+    if (code != Status::Code::kDeadlineExceeded && code != Status::Code::kFailedPrecondition &&
+        code != Status::Code::kCancelled) {
       // Not the leading request's own end (shutting down, queue full, a model error): each
       // waiter tries alone, as it would have without single-flight.
       CacheTicket t = TicketFor(*p, item, /*leader=*/false);
       one.emplace_back(std::move(item), std::move(t));
       return Schedule(p, std::move(one));
     }
-    // The leading request ended on its own (its deadline passed; see also WaitForRemote).
+    // The leading request ended on its own (its deadline passed, its client went away; see
+    // also WaitForRemote).
     // Each waiter still deserves its try, but not its own computation of the same row (a herd
     // of identical rows exactly when the server is overloaded): the first waiter to get here
     // leads a new flight and the others join it. (Complete() has ended the failed flight

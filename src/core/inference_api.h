@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cancellation.h"
 #include "common/status.h"
 #include "core/stage_timings.h"
 #include "engine/tensor.h"
@@ -31,6 +32,7 @@ struct EmbedRequest {
   bool cache_write = true;          // False for Cache-Control: no-store.
   int64_t received_micros = 0;      // When the request arrived (SystemClock).
   int64_t deadline_micros = 0;      // Absolute (SystemClock); 0 = the server default.
+  CancellationFlag cancellation;    // Set when the client goes away: queued rows are dropped.
   StageTimings timings;             // Stages already spent (parse) before the call.
 };
 
@@ -59,6 +61,7 @@ struct TensorRequest {
   std::vector<std::string> outputs;  // Empty = all.
   int64_t received_micros = 0;
   int64_t deadline_micros = 0;
+  CancellationFlag cancellation;  // Set when the client goes away: a queued request is dropped.
   StageTimings timings;
 };
 

@@ -22,6 +22,10 @@ ServableMetricFamilies::ServableMetricFamilies(MetricsRegistry& r)
                              "Requests refused because the model's queue was full", {"model"})),
       expired_(r.AddCounter("tailcut_deadline_exceeded_total",
                             "Requests dropped because their deadline passed", {"model"})),
+      dropped_rows_(r.AddCounter("tailcut_dropped_rows_total",
+                                 "Queued rows not run because their request had ended (client "
+                                 "disconnected, or another of its rows failed)",
+                                 {"model"})),
       input_tokens_(
           r.AddCounter("tailcut_input_tokens_total", "Tokens of all embedded inputs", {"model"})),
       precision_switches_(r.AddCounter("tailcut_precision_switches_total",
@@ -50,6 +54,7 @@ ServableMetrics ServableMetricFamilies::ForModel(const std::string& model) {
   m.batches = &batches_.WithLabels({model});
   m.rejected_queue_full = &rejected_.WithLabels({model});
   m.expired = &expired_.WithLabels({model});
+  m.dropped_rows = &dropped_rows_.WithLabels({model});
   m.input_tokens = &input_tokens_.WithLabels({model});
   m.model = model;
   m.precision_switches = &precision_switches_;

@@ -23,6 +23,9 @@ struct ServableMetrics {
   Counter* batches;
   Counter* rejected_queue_full;
   Counter* expired;
+  // Queued rows dropped unrun because their request ended first (the client went away, or
+  // another row of the request failed).
+  Counter* dropped_rows;
   Counter* input_tokens;
   // Labelled by model and variant: switches of the active variant ({model, to}) and which
   // variant is active ({model, variant} = 1 or 0).
@@ -46,6 +49,7 @@ class ServableMetricFamilies {
   Family<Counter>& batches_;
   Family<Counter>& rejected_;
   Family<Counter>& expired_;
+  Family<Counter>& dropped_rows_;
   Family<Counter>& input_tokens_;
   Family<Counter>& precision_switches_;
   Family<Gauge>& precision_active_;

@@ -155,6 +155,16 @@ void TensorServable::Infer(TensorRequest request, TensorCallback done) {
 
 void TensorServable::ProcessBatch(Batch&& batch) {
   const int64_t start = clock_.NowMicros();
+  // Requests whose client went away while queued are not run.
+  std::erase_if(batch.tasks, [&](std::unique_ptr<BatchTask>& t) {
+    auto& task = static_cast<TensorTask&>(*t);
+    if (!IsCancelled(task.request().cancellation)) return false;
+    batch.rows -= task.rows();
+    metrics_.dropped_rows->Inc(static_cast<double>(task.rows()));
+    task.Fail(Status::Cancelled("the client closed the connection"));
+    return true;
+  });
+  if (batch.tasks.empty()) return;
   std::vector<TensorTask*> tasks;
   for (auto& t : batch.tasks) tasks.push_back(static_cast<TensorTask*>(t.get()));
   TensorRequest& first = tasks.front()->request();

@@ -379,8 +379,8 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   const Variant& v = *variants_[static_cast<size_t>(*variant)];
   const TextEmbeddingModel& model = *v.model;
 
-  // Tokenise on the caller's (IO) thread: it is microseconds per text, and the batcher
-  // needs the lengths to group inputs.
+  // Tokenise on the caller's thread (the server's work pool, never an IO thread): it is
+  // microseconds per text, and the batcher needs the lengths to group inputs.
   const int64_t tokenize_start = clock_.NowMicros();
   EncodeOptions encode;
   encode.truncate = request.truncate;
@@ -424,7 +424,8 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   };
   // Not make_shared: the cache's deadline timer holds a weak_ptr until the deadline, and
   // that must not keep the job's memory.
-  std::shared_ptr<EmbedJob> job(new EmbedJob(std::move(result), std::move(recorded)));
+  std::shared_ptr<EmbedJob> job(
+      new EmbedJob(std::move(result), std::move(recorded), std::move(request.cancellation)));
   int64_t deadline = request.deadline_micros;
   if (deadline == 0 && options_.default_timeout_micros > 0) {
     deadline = received + options_.default_timeout_micros;
@@ -521,6 +522,8 @@ Status TextEmbeddingServable::ScheduleItems(
 
 void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
   const int64_t start = clock_.NowMicros();
+  DropEndedRequests(batch);
+  if (batch.tasks.empty()) return;
   auto& first = static_cast<EmbedItemTask&>(*batch.tasks.front());
   Variant& variant = *variants_[static_cast<size_t>(first.variant())];
   const TextEmbeddingModel& model = *variant.model;
@@ -585,6 +588,28 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
     }
     item.Complete(row, queued, infer_start - batch.formed_at_micros, infer);
   }
+}
+
+void TextEmbeddingServable::DropEndedRequests(Batch& batch) {
+  size_t kept = 0;
+  for (auto& t : batch.tasks) {
+    auto& item = static_cast<EmbedItemTask&>(*t);
+    const bool cancelled = item.job().cancelled();
+    if (!cancelled && !item.job().finished()) {
+      batch.tasks[kept++] = std::move(t);
+      continue;
+    }
+    // Failing (not just forgetting) the row ends its single-flight: requests that joined it
+    // from elsewhere then compute it themselves (EmbeddingCache::MakeWaiter).
+    item.Fail(cancelled ? Status::Cancelled("the client closed the connection")
+                        : Status::Cancelled("the request already ended"));
+    metrics_.dropped_rows->Inc();
+  }
+  if (kept == batch.tasks.size()) return;
+  batch.tasks.resize(kept);
+  batch.rows = static_cast<int64_t>(kept);
+  batch.max_length = 0;
+  for (const auto& t : batch.tasks) batch.max_length = std::max(batch.max_length, t->length());
 }
 
 ModelDescription TextEmbeddingServable::Describe() const {

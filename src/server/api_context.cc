@@ -38,6 +38,40 @@ ApiContext::ApiContext(InferenceApi& api, MetricsRegistry& metrics,
   }
 }
 
+template <typename R>
+std::function<void(Result<R>)> ApiContext::OnWorkPool(std::function<void(Result<R>)> done,
+                                                      size_t (*values)(const R&)) const {
+  WorkPool* pool = options_.work_pool;
+  if (!pool) return done;
+  return [pool, values, heavy = options_.heavy_result_values,
+          done = std::move(done)](Result<R> result) mutable {
+    if (pool->OnPoolThread()) return done(std::move(result));
+    const bool big = result.ok() && values(*result) >= heavy;
+    pool->Submit(big ? WorkPool::Lane::kHeavy : WorkPool::Lane::kLight,
+                 [done = std::move(done), result = std::move(result)]() mutable {
+                   done(std::move(result));
+                 });
+  };
+}
+
+void ApiContext::Embed(const HttpExchange& exchange, EmbedRequest request, EmbedCallback done) {
+  request.cancellation = exchange.cancellation();
+  api_.Embed(std::move(request),
+             OnWorkPool<EmbedResult>(std::move(done), [](const EmbedResult& r) {
+               return r.embeddings.size();
+             }));
+}
+
+void ApiContext::Infer(const HttpExchange& exchange, TensorRequest request, TensorCallback done) {
+  request.cancellation = exchange.cancellation();
+  api_.Infer(std::move(request),
+             OnWorkPool<TensorResult>(std::move(done), [](const TensorResult& r) {
+               size_t n = 0;
+               for (const Tensor& t : r.outputs) n += t.data.size() / sizeof(float);
+               return n;
+             }));
+}
+
 size_t ApiContext::ModelLabelIndex(const std::string& model) const {
   if (model.empty()) return 0;
   if (model == "default") return default_model_index_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/work_pool.h"
 #include "core/inference_api.h"
 #include "obs/metrics.h"
 #include "server/http_errors.h"
@@ -27,6 +28,16 @@ namespace tailcut {
 struct ApiContextOptions {
   // Requests slower than this (total) are logged with their stage breakdown; 0 = never.
   int64_t slow_request_log_millis = 0;
+  // Where results are turned into responses. A result arrives on whichever thread finished
+  // the work (a batch worker, the Redis client's thread); formatting thousands of rows there
+  // would hold up the next batch or every other Redis reply, so Embed() and Infer() hand the
+  // result to this pool (results already on one of its threads are formatted in place).
+  // Null: formatted where they arrive (unit tests, fuzzers).
+  WorkPool* work_pool = nullptr;
+  // Results with at least this many values (rows x dimensions, or tensor elements) are
+  // formatted on the pool's heavy lane, so they cannot hold up small requests' answers
+  // (src/common/work_pool.h). 32,768 values is about 300 KiB of JSON, a few ms to write.
+  size_t heavy_result_values = 32'768;
 };
 
 class ApiContext {
@@ -35,6 +46,11 @@ class ApiContext {
              const Clock& clock = SystemClock::Get());
 
   InferenceApi& api() { return api_; }
+  // The core API's Embed/Infer for a request read from `exchange`: the request is cancelled
+  // when the exchange's client goes away, and `done` runs on the work pool (see
+  // ApiContextOptions::work_pool).
+  void Embed(const HttpExchange& exchange, EmbedRequest request, EmbedCallback done);
+  void Infer(const HttpExchange& exchange, TensorRequest request, TensorCallback done);
   const Clock& clock() const { return clock_; }
   MetricsRegistry& registry() { return registry_; }
 
@@ -74,6 +90,10 @@ class ApiContext {
     std::vector<std::array<std::atomic<Counter*>, kCachedStatuses.size()>> requests;
   };
   RouteMetrics& MetricsFor(std::string_view route);
+  // `done`, delivered on the work pool when there is one; `values` sizes a result for its lane.
+  template <typename R>
+  std::function<void(Result<R>)> OnWorkPool(std::function<void(Result<R>)> done,
+                                            size_t (*values)(const R&)) const;
   // Index of ModelLabel(model) in model_labels_.
   size_t ModelLabelIndex(const std::string& model) const;
 

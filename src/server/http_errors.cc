@@ -17,6 +17,8 @@ unsigned HttpStatusFor(Status::Code code) {
     case Status::Code::kUnauthenticated: return 401;
     case Status::Code::kPermissionDenied: return 403;
     case Status::Code::kInternal: return 500;
+    // Nobody reads it (the client is gone); logs and metrics tell it from a server error.
+    case Status::Code::kCancelled: return 499;
   }
   return 500;
 }

@@ -10,13 +10,17 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/cpu_quota.h"
 #include "obs/metrics.h"
 
 namespace tailcut {
@@ -38,6 +42,10 @@ std::string ErrorJson(std::string_view type, std::string_view message) {
 }
 
 // The bytes of request bodies held at once, across connections (max_in_flight_body_bytes).
+// One IO thread per four CPUs, one to four: IO threads only move bytes (the work pool does
+// the parsing and formatting), and one keeps up with tens of thousands of requests a second.
+int AutoIoThreads() { return std::clamp((AvailableCpus() + 3) / 4, 1, 4); }
+
 class BodyBudget {
  public:
   explicit BodyBudget(uint64_t limit_bytes) : limit_bytes_(limit_bytes) {}
@@ -174,6 +182,7 @@ struct ServerMetrics {
   Counter* protocol_errors;
   Counter* timeouts;
   Counter* evicted_connections;
+  Counter* client_disconnects;
 };
 
 class HttpServerImpl;
@@ -202,6 +211,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Parser callback before each chunk's bytes: grows the body and its budget share.
   void OnChunkHeader(std::uint64_t size, beast::error_code& ec);
   void Dispatch();
+  // While a request is handled, watches the socket for the client going away (EOF or reset)
+  // and then sets `cancellation`. Stops at the first byte of a pipelined request (that is
+  // read after the response) and when the response is written.
+  void WatchForDisconnect(std::shared_ptr<Cancellation> cancellation);
   void FailRequest(unsigned status, std::string_view type, std::string_view message,
                    std::vector<std::pair<std::string, std::string>> headers = {});
   void FailBudget(uint64_t body_bytes);
@@ -229,6 +242,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_header_;
   // Set by FailRequest: the response's write ends in Linger() instead of Close().
   bool linger_ = false;
+  // A WatchForDisconnect wait is pending on the socket (cancelled before the write).
+  bool watching_ = false;
   std::shared_ptr<bhttp::response<bhttp::string_body>> pending_;
   std::shared_ptr<bhttp::response<bhttp::empty_body>> continue_;
   std::atomic<int64_t> waiting_since_micros_{0};
@@ -237,11 +252,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 class HttpExchangeImpl final : public HttpExchange {
  public:
   HttpExchangeImpl(std::shared_ptr<HttpSession> session, HttpRequest request,
-                   BodyReservation reservation, int64_t received)
+                   BodyReservation reservation, int64_t received,
+                   std::shared_ptr<Cancellation> cancellation)
       : session_(std::move(session)),
         request_(std::move(request)),
         reservation_(std::move(reservation)),
-        received_(received) {}
+        received_(received),
+        cancellation_(std::move(cancellation)) {}
   ~HttpExchangeImpl() override {
     if (!responded_.load()) {
       // A handler dropped the request without answering: never leave a client hanging.
@@ -265,12 +282,14 @@ class HttpExchangeImpl final : public HttpExchange {
   }
   int64_t received_micros() const override { return received_; }
   std::string_view remote_address() const override { return session_->remote(); }
+  CancellationFlag cancellation() const override { return cancellation_; }
 
  private:
   std::shared_ptr<HttpSession> session_;
   HttpRequest request_;
   BodyReservation reservation_;  // The body's share of the budget, until taken.
   int64_t received_;
+  const std::shared_ptr<Cancellation> cancellation_;
   std::atomic<bool> responded_{false};
 };
 
@@ -304,9 +323,15 @@ class HttpServerImpl final : public HttpServer {
                             "Connections closed to make room at max_connections: the one that "
                             "had waited longest for a request that never completed")
                .Get();
+      metrics_.client_disconnects =
+          &metrics
+               ->AddCounter("tailcut_http_client_disconnects_total",
+                            "Requests whose client closed the connection before the answer "
+                            "(their queued work is dropped)")
+               .Get();
     } else {
-      metrics_ = {&local_gauge_, &local_counters_[0], &local_counters_[1], &local_counters_[2],
-                  &local_counters_[3]};
+      metrics_ = {&local_gauge_,       &local_counters_[0], &local_counters_[1],
+                  &local_counters_[2], &local_counters_[3], &local_counters_[4]};
     }
   }
   ~HttpServerImpl() override { Stop(); }
@@ -336,7 +361,7 @@ class HttpServerImpl final : public HttpServer {
     // handler's answer (no read posted) and the acceptor is closed by StopAccepting(), the IO
     // threads would otherwise return, and the answers of a draining shutdown never be sent.
     work_.emplace(io_.get_executor());
-    const int threads = std::max(1, options_.io_threads);
+    const int threads = options_.io_threads > 0 ? options_.io_threads : AutoIoThreads();
     for (int i = 0; i < threads; ++i) {
       threads_.emplace_back([this] { io_.run(); });
     }
@@ -456,7 +481,7 @@ class HttpServerImpl final : public HttpServer {
   ServerMetrics metrics_{};
   BodyBudget body_budget_;
   Gauge local_gauge_;
-  Counter local_counters_[4];
+  Counter local_counters_[5];
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   tcp::acceptor acceptor_;
@@ -635,10 +660,38 @@ void HttpSession::Dispatch() {
   server_.RequestStarted();
   HttpRequest request = parser_->release();
   if (!origin_target_.empty()) request.target(origin_target_);
+  auto cancellation = std::make_shared<Cancellation>();
   auto exchange = std::make_shared<HttpExchangeImpl>(shared_from_this(), std::move(request),
                                                      std::move(reservation_),
-                                                     SystemClock::Get().NowMicros());
+                                                     SystemClock::Get().NowMicros(), cancellation);
+  // Bytes already buffered are the next pipelined request: the client is still there.
+  if (buffer_.size() == 0) WatchForDisconnect(std::move(cancellation));
   server_.Handle(exchange);
+}
+
+void HttpSession::WatchForDisconnect(std::shared_ptr<Cancellation> cancellation) {
+  watching_ = true;
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      [self = shared_from_this(), cancellation = std::move(cancellation)](beast::error_code ec) {
+        if (ec == asio::error::operation_aborted || !self->watching_) return;  // Answered.
+        self->watching_ = false;
+        if (!ec) {
+          // Readable: a pipelined request's bytes, or the end of the stream. Peek, so that a
+          // request is left for the parser after the response.
+          char byte;
+          const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
+                                   MSG_PEEK | MSG_DONTWAIT);
+          if (n > 0) return;
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            return self->WatchForDisconnect(cancellation);
+          }
+        }
+        // EOF or an error: nobody will read the answer. (A client that only half-closes its
+        // side after sending is treated the same, as nginx does.)
+        cancellation->Cancel();
+        self->server_.metrics().client_disconnects->Inc();
+      });
 }
 
 void HttpSession::FailRequest(unsigned status, std::string_view type, std::string_view message,
@@ -686,6 +739,13 @@ void HttpSession::Write(HttpResponse response, bool keep_alive, unsigned version
       res->content_length(length);
     }
     self->pending_ = res;
+    if (self->watching_) {
+      // Ends the disconnect watch (its handler sees operation_aborted); no other operation
+      // is pending on the socket while a request is handled.
+      self->watching_ = false;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    }
     self->stream_.expires_after(
         std::chrono::milliseconds(self->server_.options().write_timeout_millis));
     bhttp::async_write(self->stream_, *res,

@@ -1,8 +1,10 @@
 // HttpServer: the event-driven HTTP/1.1 front door (Boost.Beast over Asio). A small fixed
 // pool of IO threads accepts connections, reads requests with size limits and timeouts, and
 // hands each to one handler. Handlers answer asynchronously through HttpExchange::Respond(),
-// from any thread, so model work never blocks an IO thread: the scheduler's worker answers
-// when the batch is done and the response is written back on the connection's strand.
+// from any thread, so no request's work blocks an IO thread: tailcut serve's handler queues
+// the request on the work pool, whose thread (or a later one) answers, and the response is
+// written back on the connection's strand. While a request is handled, the connection is
+// watched for its client going away (HttpExchange::cancellation()).
 //
 // Limits enforced here, before any handler runs: header and body size (431 / 413), a budget
 // of body bytes held across all connections (429), header and body read timeouts (slow
@@ -14,7 +16,8 @@
 // announcement until the handler takes it (HttpExchange::TakeBody()) or the request ends.
 //
 // Thread-safety: Start()/Shutdown() from one controlling thread; HttpExchange::Respond() from
-// any thread; handlers run on IO threads.
+// any thread; the handler runs on IO threads, so it must hand CPU work on (tailcut serve's
+// hands every request to the work pool).
 #pragma once
 
 #include <boost/beast/http.hpp>
@@ -29,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cancellation.h"
 #include "common/status.h"
 
 namespace tailcut {
@@ -60,6 +64,11 @@ class HttpExchange {
   // Monotonic microseconds when the request's last byte was read.
   virtual int64_t received_micros() const = 0;
   virtual std::string_view remote_address() const = 0;
+  // Set when the client closes (or resets) its connection before the response is sent, so
+  // the request's queued work can be dropped (EmbedRequest::cancellation). Noticed while the
+  // request is processed, unless another request is pipelined behind it on the connection.
+  // Respond() stays safe to call; its write then fails quietly.
+  virtual CancellationFlag cancellation() const = 0;
 
   std::string_view path() const;
   std::string_view query() const;
@@ -76,9 +85,11 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   // TCP port; 0 picks a free one (see HttpServer::port()).
   uint16_t port = 8080;
-  // IO threads. One handles tens of thousands of small requests per second; more only help
-  // when request parsing or response formatting dominates (very large batches).
-  int io_threads = 1;
+  // IO threads: they accept, read and write, nothing else (handlers hand requests to the work
+  // pool, src/server/request_dispatcher.h). 0 = one per four CPUs the process may use, one
+  // to four. One moves tens of thousands of small requests a second; more help with many
+  // connections or very large bodies on machines with the cores for them.
+  int io_threads = 0;
   // Largest request body; larger ones get 413 before the body is read.
   size_t max_body_bytes = 4 * 1024 * 1024;
   // Largest request header block; larger ones get 431.

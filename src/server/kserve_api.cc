@@ -428,7 +428,7 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
   req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline;
   ApiContext::ApplyCacheControl(*exchange, &req);
-  ctx.api().Embed(std::move(req), [&ctx, exchange, model, id](Result<EmbedResult> r) {
+  ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model, id](Result<EmbedResult> r) {
     if (!r.ok()) {
       return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
     }
@@ -541,7 +541,7 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline_micros;
   req.timings.parse_micros = ctx.clock().NowMicros() - parse_start;
-  ctx.api().Infer(std::move(req), [&ctx, exchange, model, id](Result<TensorResult> r) {
+  ctx.Infer(*exchange, std::move(req), [&ctx, exchange, model, id](Result<TensorResult> r) {
     if (!r.ok()) {
       return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
     }

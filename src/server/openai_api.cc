@@ -98,8 +98,8 @@ void HandleEmbeddings(ApiContext& ctx, const HttpExchangePtr& exchange) {
   req.received_micros = exchange->received_micros();
   ApiContext::ApplyCacheControl(*exchange, &req);
   const std::string requested_model = req.model;
-  ctx.api().Embed(std::move(req), [&ctx, exchange, base64, dimensions,
-                                   requested_model](Result<EmbedResult> result) {
+  ctx.Embed(*exchange, std::move(req), [&ctx, exchange, base64, dimensions,
+                                        requested_model](Result<EmbedResult> result) {
     if (!result.ok()) {
       return ctx.FinishError(exchange, kEmbeddingsRoute, requested_model, result.status(),
                              ErrorStyle::kOpenAi);

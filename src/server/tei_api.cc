@@ -52,7 +52,7 @@ void HandleEmbed(ApiContext& ctx, const HttpExchangePtr& exchange) {
   req.received_micros = exchange->received_micros();
   ApiContext::ApplyCacheControl(*exchange, &req);
   const std::string model = req.model;
-  ctx.api().Embed(std::move(req), [&ctx, exchange, model](Result<EmbedResult> result) {
+  ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model](Result<EmbedResult> result) {
     if (!result.ok()) {
       return ctx.FinishError(exchange, kEmbedRoute, model, result.status(), ErrorStyle::kTei);
     }

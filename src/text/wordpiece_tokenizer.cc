@@ -202,9 +202,9 @@ Result<Encoding> WordPieceTokenizer::Encode(std::string_view utf8,
   std::vector<int64_t>& ids = encoding.ids;
   ids.reserve(std::min(text.size(), budget + 1) + specials);
   ids.insert(ids.end(), prefix_ids_.begin(), prefix_ids_.end());
-  // With truncation on, one piece past the budget is enough to know the text was cut.
-  const size_t stop_at =
-      options.truncate ? prefix_ids_.size() + budget + 1 : std::numeric_limits<size_t>::max();
+  // One piece past the budget is enough to know the text is too long, to cut it or to refuse
+  // it: a 4 MiB text costs no more to refuse than one just over the limit.
+  const size_t stop_at = prefix_ids_.size() + budget + 1;
   if (added_tokens_.empty()) {
     EncodeText(text, scratch, ids, stop_at);
   } else {
@@ -220,10 +220,11 @@ Result<Encoding> WordPieceTokenizer::Encode(std::string_view utf8,
   const size_t pieces = ids.size() - prefix_ids_.size();
   if (pieces > budget) {
     if (!options.truncate) {
-      return Status::PayloadTooLarge("input is " + std::to_string(pieces + specials) +
-                                     " tokens long (special tokens included), more than the "
+      return Status::PayloadTooLarge("input is longer than the model allows: more than the "
                                      "limit of " +
-                                     std::to_string(limit) + " tokens");
+                                     std::to_string(limit) +
+                                     " tokens (special tokens included); shorten it, or ask "
+                                     "for truncation");
     }
     ids.resize(prefix_ids_.size() + budget);
     encoding.truncated = true;

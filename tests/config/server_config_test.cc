@@ -491,8 +491,8 @@ TEST(ServerConfigTest, BadFlagValues) {
   EXPECT_EQ(ErrorOf(Load({"--port", "abc"})), "--port=abc is not an integer");
   EXPECT_EQ(ErrorOf(Load({"--server.port=99999"})),
             "--server.port=99999 is too large: must be at most 65535");
-  EXPECT_EQ(ErrorOf(Load({"--server.io_threads", "0"})),
-            "--server.io_threads=0 is too small: must be at least 1");
+  EXPECT_EQ(ErrorOf(Load({"--server.io_threads", "-1"})),
+            "--server.io_threads=-1 is too small: must be at least 0");
   EXPECT_EQ(ErrorOf(Load({"--models.lazy_loading=maybe"})),
             "--models.lazy_loading=maybe is not a boolean (true/false, 1/0, yes/no)");
   EXPECT_EQ(ErrorOf(Load({"--max-queue", "0"})), "--max-queue=0 is too small: must be at least 1");

@@ -34,6 +34,7 @@ class FakeExchange final : public HttpExchange {
   }
   int64_t received_micros() const override { return received_micros_; }
   std::string_view remote_address() const override { return "127.0.0.1"; }
+  CancellationFlag cancellation() const override { return nullptr; }
 
   // The response, if Respond() was called.
   const std::optional<HttpResponse>& response() const { return response_; }

@@ -430,5 +430,67 @@ TEST_F(HttpServerTest, AnOversizedBodySentAnywayStillGetsIts413) {
   EXPECT_TRUE(c.ClosedWithin(milliseconds(5'000)));
 }
 
+// Polls `ex`'s cancellation flag (the server sets it from its IO thread) for up to 10 s.
+bool BecomesCancelled(const HttpExchangePtr& ex) {
+  const auto give_up = steady_clock::now() + std::chrono::seconds(10);
+  while (!ex->cancellation()->cancelled()) {
+    if (steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+TEST_F(HttpServerTest, AClientThatClosesWhileItsRequestIsHandledCancelsIt) {
+  StartServer();
+  Hold(true);
+  {
+    RawClient c(server_->port());
+    ASSERT_TRUE(c.Send(Post("/slow", "{}")));
+    ASSERT_TRUE(WaitHeld(1));
+  }  // The client gives up and closes.
+  HttpExchangePtr ex = TakeHeld();
+  ASSERT_NE(ex->cancellation(), nullptr);
+  EXPECT_TRUE(BecomesCancelled(ex));
+  Answer(ex);  // Still safe: the write fails quietly.
+  // The server goes on serving.
+  Hold(false);
+  RawClient next(server_->port());
+  ASSERT_TRUE(next.Send(Get("/after")));
+  auto r = next.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200u);
+}
+
+TEST_F(HttpServerTest, AClientThatWaitsOrPipelinesIsNotCancelled) {
+  StartServer();
+  Hold(true);
+  RawClient c(server_->port());
+  // A request alone, answered after a while: the watch ends with the answer, and the
+  // connection serves the next request (the watch must not swallow its bytes).
+  ASSERT_TRUE(c.Send(Post("/first", "{}")));
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr first = TakeHeld();
+  Answer(first);
+  ASSERT_TRUE(c.Read());
+  EXPECT_FALSE(first->cancellation()->cancelled());
+  // A request with another pipelined behind it: the second's bytes are not a disconnect.
+  ASSERT_TRUE(c.Send(Get("/a") + Get("/b")));
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr a = TakeHeld();
+  Answer(a);
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr b = TakeHeld();
+  // Bytes of a request sent while /b is handled do not cancel it either.
+  ASSERT_TRUE(c.Send(Get("/c")));
+  Answer(b);
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr after = TakeHeld();
+  Answer(after);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.Read()) << "response " << i;
+  EXPECT_FALSE(a->cancellation()->cancelled());
+  EXPECT_FALSE(b->cancellation()->cancelled());
+  EXPECT_FALSE(after->cancellation()->cancelled());
+}
+
 }  // namespace
 }  // namespace tailcut
