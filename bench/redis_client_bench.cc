@@ -44,7 +44,7 @@ struct Loaded {
     o.port = g_port;
     o.key_prefix = "bench";
     o.command_timeout_millis = 2000;  // Measures speed, not timeouts.
-    client = std::make_unique<RedisClient>(o, SystemClock::Get(), nullptr);
+    client = std::make_unique<tailcut::RedisClientImpl>(o, SystemClock::Get(), nullptr);
     const std::string value = tailcut::EncodeEmbedding(std::vector<float>(384, 0.125f));
     for (int i = 0; i < 8; ++i) {
       keys.push_back("emb:" + std::to_string(i));

@@ -103,7 +103,7 @@ void DiscardPendingSigpipe() {
 
 // DeleteByPattern's state across its SCAN/UNLINK steps; touched only by their handlers, which
 // run one at a time (on the client thread, or on the caller's for a rejected first step).
-struct RedisClient::DeleteState {
+struct RedisClientImpl::DeleteState {
   std::string pattern;  // Prefixed, ready for SCAN MATCH.
   std::string cursor = "0";
   int64_t deleted = 0;
@@ -122,7 +122,8 @@ struct RedisClient::DeleteState {
   }
 };
 
-RedisClient::RedisClient(const RedisOptions& options, const Clock& clock, MetricsRegistry* metrics)
+RedisClientImpl::RedisClientImpl(const RedisOptions& options, const Clock& clock,
+                                 MetricsRegistry* metrics)
     : options_(options),
       clock_(clock),
       prefix_(options.key_prefix.empty() ? "" : options.key_prefix + ":"),
@@ -167,7 +168,7 @@ RedisClient::RedisClient(const RedisOptions& options, const Clock& clock, Metric
   thread_ = std::thread([this] { Run(); });
 }
 
-RedisClient::~RedisClient() {
+RedisClientImpl::~RedisClientImpl() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_.store(true);
@@ -182,14 +183,14 @@ RedisClient::~RedisClient() {
   thread_.join();
 }
 
-std::string RedisClient::PrefixedKey(std::string_view key) const {
+std::string RedisClientImpl::PrefixedKey(std::string_view key) const {
   std::string k;
   k.reserve(prefix_.size() + key.size());
   k.append(prefix_).append(key);
   return k;
 }
 
-RedisClient::Stats RedisClient::stats() const {
+RedisClient::Stats RedisClientImpl::stats() const {
   Stats s;
   s.round_trips = round_trips_.load(std::memory_order_relaxed);
   s.commands_sent = commands_sent_.load(std::memory_order_relaxed);
@@ -199,7 +200,7 @@ RedisClient::Stats RedisClient::stats() const {
 
 // ---- Public calls: build argv and a typed reply handler. ----
 
-void RedisClient::MultiGet(
+void RedisClientImpl::MultiGet(
     std::vector<std::string> keys,
     std::function<void(Result<std::vector<std::optional<std::string>>>)> done) {
   using Values = std::vector<std::optional<std::string>>;
@@ -234,8 +235,8 @@ void RedisClient::MultiGet(
          });
 }
 
-void RedisClient::Get(std::string key,
-                      std::function<void(Result<std::optional<std::string>>)> done) {
+void RedisClientImpl::Get(std::string key,
+                          std::function<void(Result<std::optional<std::string>>)> done) {
   Submit(Op::kGet, {"GET", PrefixedKey(key)},
          [done = std::move(done)](const redisReply* r, const Status& s) {
            if (!s.ok()) return done(s);
@@ -247,8 +248,8 @@ void RedisClient::Get(std::string key,
          });
 }
 
-void RedisClient::Set(std::string key, std::string value, int64_t ttl_seconds,
-                      std::function<void(Status)> done) {
+void RedisClientImpl::Set(std::string key, std::string value, int64_t ttl_seconds,
+                          std::function<void(Status)> done) {
   if (ttl_seconds <= 0) ttl_seconds = options_.entry_ttl_seconds;
   std::vector<std::string> argv{"SET", PrefixedKey(key), std::move(value)};
   if (ttl_seconds > 0) {
@@ -265,8 +266,8 @@ void RedisClient::Set(std::string key, std::string value, int64_t ttl_seconds,
   });
 }
 
-void RedisClient::TryLock(std::string key, std::string token, int64_t ttl_millis,
-                          std::function<void(Result<bool>)> done) {
+void RedisClientImpl::TryLock(std::string key, std::string token, int64_t ttl_millis,
+                              std::function<void(Result<bool>)> done) {
   if (ttl_millis <= 0) {
     // A lock without expiry would outlive a crashed owner forever.
     done(Status::InvalidArgument("redis TryLock: ttl_millis must be > 0"));
@@ -282,8 +283,8 @@ void RedisClient::TryLock(std::string key, std::string token, int64_t ttl_millis
          });
 }
 
-void RedisClient::Unlock(std::string key, std::string token,
-                         std::function<void(Result<bool>)> done) {
+void RedisClientImpl::Unlock(std::string key, std::string token,
+                             std::function<void(Result<bool>)> done) {
   Submit(Op::kUnlock, {"EVAL", kUnlockScript, "1", PrefixedKey(key), std::move(token)},
          [done = std::move(done)](const redisReply* r, const Status& s) {
            if (!done) return;
@@ -295,7 +296,7 @@ void RedisClient::Unlock(std::string key, std::string token,
          });
 }
 
-void RedisClient::Ping(std::function<void(Status)> done) {
+void RedisClientImpl::Ping(std::function<void(Status)> done) {
   Submit(Op::kPing, {"PING"}, [done = std::move(done)](const redisReply* r, const Status& s) {
     if (!s.ok()) return done(s);
     if (r->type != REDIS_REPLY_STATUS || ReplyText(r) != "PONG") {
@@ -305,7 +306,8 @@ void RedisClient::Ping(std::function<void(Status)> done) {
   });
 }
 
-void RedisClient::DeleteByPattern(std::string pattern, std::function<void(Result<int64_t>)> done) {
+void RedisClientImpl::DeleteByPattern(std::string pattern,
+                                      std::function<void(Result<int64_t>)> done) {
   auto state = std::make_shared<DeleteState>();
   state->pattern = EscapeGlob(prefix_) + pattern;
   state->done = std::move(done);
@@ -316,7 +318,7 @@ void RedisClient::DeleteByPattern(std::string pattern, std::function<void(Result
 // One SCAN step. Its handler pipelines the UNLINK of the keys found and the next SCAN into the
 // next round; the chain finishes in exactly one place: the last SCAN's handler when it found
 // nothing, else the last UNLINK's, or the first handler to see a failure.
-void RedisClient::ScanStep(std::shared_ptr<DeleteState> state, bool internal) {
+void RedisClientImpl::ScanStep(std::shared_ptr<DeleteState> state, bool internal) {
   std::vector<std::string> argv{"SCAN",         state->cursor, "MATCH",
                                 state->pattern, "COUNT",       std::to_string(kScanBatch)};
   Submit(
@@ -364,8 +366,8 @@ void RedisClient::ScanStep(std::shared_ptr<DeleteState> state, bool internal) {
 
 // ---- Queueing and completion. ----
 
-void RedisClient::Submit(Op op, std::vector<std::string> argv, ReplyHandler handler,
-                         bool internal) {
+void RedisClientImpl::Submit(Op op, std::vector<std::string> argv, ReplyHandler handler,
+                             bool internal) {
   const int64_t now = clock_.NowMicros();
   Command cmd{op, std::move(argv), now, now + options_.command_timeout_millis * 1000,
               std::move(handler)};
@@ -402,8 +404,8 @@ void RedisClient::Submit(Op op, std::vector<std::string> argv, ReplyHandler hand
   if (wake) cv_.notify_one();
 }
 
-void RedisClient::Complete(Command& cmd, const redisReply* reply, const Status& status,
-                           Outcome outcome) {
+void RedisClientImpl::Complete(Command& cmd, const redisReply* reply, const Status& status,
+                               Outcome outcome) {
   const auto op = static_cast<size_t>(cmd.op);
   metrics_.commands[op][static_cast<size_t>(outcome)]->Inc();
   if (outcome != Outcome::kRejected) {
@@ -424,12 +426,12 @@ void RedisClient::Complete(Command& cmd, const redisReply* reply, const Status& 
   }
 }
 
-void RedisClient::FailAll(std::vector<Command>& cmds, size_t from, const Status& status,
-                          Outcome outcome) {
+void RedisClientImpl::FailAll(std::vector<Command>& cmds, size_t from, const Status& status,
+                              Outcome outcome) {
   for (size_t i = from; i < cmds.size(); ++i) Complete(cmds[i], nullptr, status, outcome);
 }
 
-void RedisClient::OnBreakerTransition(BreakerState from, BreakerState to) {
+void RedisClientImpl::OnBreakerTransition(BreakerState from, BreakerState to) {
   metrics_.breaker_state->Set(to == BreakerState::kClosed     ? 0
                               : to == BreakerState::kHalfOpen ? 1
                                                               : 2);
@@ -444,7 +446,7 @@ void RedisClient::OnBreakerTransition(BreakerState from, BreakerState to) {
 
 // ---- Client thread. ----
 
-void RedisClient::Run() {
+void RedisClientImpl::Run() {
   BlockSigpipeOnThisThread();
   std::vector<Command> round;
   std::unique_lock<std::mutex> lock(mu_);
@@ -488,7 +490,7 @@ void RedisClient::Run() {
   DropConnection();
 }
 
-void RedisClient::RunRound(std::vector<Command>& cmds) {
+void RedisClientImpl::RunRound(std::vector<Command>& cmds) {
   const int64_t now = clock_.NowMicros();
   // Commands already due are not sent: they would only load a server that is behind.
   size_t live = 0;
@@ -640,7 +642,7 @@ void RedisClient::RunRound(std::vector<Command>& cmds) {
   }
 }
 
-Status RedisClient::Connect(int64_t deadline_micros) {
+Status RedisClientImpl::Connect(int64_t deadline_micros) {
   const int64_t budget =
       std::min(options_.connect_timeout_millis * 1000, deadline_micros - clock_.NowMicros());
   redisContext* c =
@@ -673,7 +675,7 @@ Status RedisClient::Connect(int64_t deadline_micros) {
   return Status::Ok();
 }
 
-void RedisClient::DropConnection() {
+void RedisClientImpl::DropConnection() {
   if (ctx_ == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(fd_mu_);
@@ -684,7 +686,7 @@ void RedisClient::DropConnection() {
   handshake_done_ = false;
 }
 
-void RedisClient::BackOff(const Status& failure) {
+void RedisClientImpl::BackOff(const Status& failure) {
   reconnect_delay_millis_ =
       reconnect_delay_millis_ == 0
           ? options_.reconnect_backoff_min_millis
@@ -693,7 +695,7 @@ void RedisClient::BackOff(const Status& failure) {
   last_failure_ = failure;
 }
 
-void RedisClient::ReportDown(const Status& failure) {
+void RedisClientImpl::ReportDown(const Status& failure) {
   // Once per outage: a dead server would otherwise log on every round.
   if (reported_down_ || stopping_.load(std::memory_order_relaxed)) return;
   reported_down_ = true;
@@ -704,7 +706,7 @@ void RedisClient::ReportDown(const Status& failure) {
 // hiredis's redisGetReply() loops over read()/write() with one fixed socket timeout, so a
 // server trickling bytes could stretch a round far past its deadline. These loops do the same
 // work bounded by the time actually left before every syscall.
-Status RedisClient::Flush(int64_t deadline_micros) {
+Status RedisClientImpl::Flush(int64_t deadline_micros) {
   int done = 0;
   while (done == 0) {
     const int64_t left = deadline_micros - clock_.NowMicros();
@@ -717,7 +719,7 @@ Status RedisClient::Flush(int64_t deadline_micros) {
   return Status::Ok();
 }
 
-Status RedisClient::ReadReply(int64_t deadline_micros, redisReply** reply) {
+Status RedisClientImpl::ReadReply(int64_t deadline_micros, redisReply** reply) {
   void* r = nullptr;
   if (redisGetReplyFromReader(ctx_, &r) != REDIS_OK) {
     return Status::Unavailable("redis protocol error: " + std::string(ctx_->errstr));
@@ -747,7 +749,7 @@ Status RedisClient::ReadReply(int64_t deadline_micros, redisReply** reply) {
   return Status::Ok();
 }
 
-Status RedisClient::IoError(int saved_errno) {
+Status RedisClientImpl::IoError(int saved_errno) {
   // A socket timeout surfaces as EAGAIN on a blocking socket.
   if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK) {
     return Status::DeadlineExceeded("redis command timed out after " +

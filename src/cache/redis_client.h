@@ -2,7 +2,11 @@
 // threads call it and never block on Redis: every call queues a command and returns; a
 // dedicated client thread runs the commands and calls back.
 //
-// Design:
+// RedisClient is the interface its users (EmbeddingCache, the admin API) see, so their tests
+// can put a deterministic fake behind it; RedisClientImpl is the hiredis implementation, and
+// the contract below (callbacks, threads, status codes) is what both promise.
+//
+// RedisClientImpl's design:
 //  - One hiredis (blocking) connection, owned by the client thread. Each round the thread
 //    takes everything queued, writes it as one pipeline (redisAppendCommandArgv...) and reads
 //    the replies in order, so N concurrent calls cost about one round trip, not N. The
@@ -37,7 +41,7 @@
 // (ACL NOPERM), InvalidArgument (bad SELECT db, bad argument), Internal (other error replies,
 // unexpected reply shapes).
 //
-// Metrics (one RedisClient per registry; the families are created in the constructor):
+// Metrics (one RedisClientImpl per registry; the families are created in the constructor):
 //   tailcut_redis_commands_total{command,result="ok|error|timeout|rejected"}
 //   tailcut_redis_command_duration_seconds{command}  call -> callback, rejected ones excluded
 //   tailcut_redis_breaker_state  0 closed, 1 half-open, 2 open
@@ -45,9 +49,9 @@
 //   tailcut_redis_queue_depth    commands queued, not yet sent
 //   tailcut_redis_reconnects_total  connections established after the first
 //
-// Thread-safety: every public method is safe from any thread, concurrently. The Clock must be
-// a real-time clock (socket timeouts and waits are real); breaker logic is tested with a
-// ManualClock in circuit_breaker_test.
+// Thread-safety: every public method is safe from any thread, concurrently. RedisClientImpl's
+// Clock must be a real-time clock (socket timeouts and waits are real); breaker logic is
+// tested with a ManualClock in circuit_breaker_test.
 #pragma once
 
 #include <array>
@@ -124,43 +128,67 @@ class RedisClient {
     uint64_t connects = 0;       // Connections established.
   };
 
-  // Starts the client thread; connects on the first command. `metrics` may be null.
-  RedisClient(const RedisOptions& options, const Clock& clock, MetricsRegistry* metrics);
-  // Stops the thread. Commands in flight or queued get Unavailable; may wait for a connect in
-  // progress (<= connect_timeout_millis).
-  ~RedisClient();
-
-  RedisClient(const RedisClient&) = delete;
-  RedisClient& operator=(const RedisClient&) = delete;
+  virtual ~RedisClient() = default;
 
   // One MGET; the result has one entry per key, nullopt for a missing key. No keys: done()
   // runs at once with an empty vector.
-  void MultiGet(std::vector<std::string> keys,
-                std::function<void(Result<std::vector<std::optional<std::string>>>)> done);
-  void Get(std::string key, std::function<void(Result<std::optional<std::string>>)> done);
+  virtual void MultiGet(
+      std::vector<std::string> keys,
+      std::function<void(Result<std::vector<std::optional<std::string>>>)> done) = 0;
+  virtual void Get(std::string key,
+                   std::function<void(Result<std::optional<std::string>>)> done) = 0;
   // SET key value EX ttl; ttl_seconds <= 0 uses entry_ttl_seconds. `done` may be null.
-  void Set(std::string key, std::string value, int64_t ttl_seconds,
-           std::function<void(Status)> done);
+  virtual void Set(std::string key, std::string value, int64_t ttl_seconds,
+                   std::function<void(Status)> done) = 0;
   // SET key token NX PX ttl_millis: true if this caller now holds the lock.
-  void TryLock(std::string key, std::string token, int64_t ttl_millis,
-               std::function<void(Result<bool>)> done);
+  virtual void TryLock(std::string key, std::string token, int64_t ttl_millis,
+                       std::function<void(Result<bool>)> done) = 0;
   // Deletes the lock only if `token` still owns it (Lua compare-and-delete, atomic on the
   // server): true if deleted. A lock that expired and was taken by someone else is left
   // alone. `done` may be null.
-  void Unlock(std::string key, std::string token, std::function<void(Result<bool>)> done);
+  virtual void Unlock(std::string key, std::string token,
+                      std::function<void(Result<bool>)> done) = 0;
   // Deletes every key of this client's prefix matching the glob `pattern` (SCAN MATCH +
   // UNLINK, kScanBatch keys per step); the count of deleted keys. Each step has the command
   // timeout; the whole takes one round trip per step, so it scales with the keyspace. Meant
   // for admin paths (cache flush), not requests. Not atomic against concurrent writers.
-  void DeleteByPattern(std::string pattern, std::function<void(Result<int64_t>)> done);
-  void Ping(std::function<void(Status)> done);
+  virtual void DeleteByPattern(std::string pattern,
+                               std::function<void(Result<int64_t>)> done) = 0;
+  virtual void Ping(std::function<void(Status)> done) = 0;
 
-  BreakerState breaker_state() const { return breaker_.state(); }
-  Stats stats() const;
-  // "<key_prefix>:<key>", the key as stored in Redis.
-  std::string PrefixedKey(std::string_view key) const;
+  virtual BreakerState breaker_state() const = 0;
+  virtual Stats stats() const = 0;
 
   static constexpr int kScanBatch = 1000;
+};
+
+class RedisClientImpl final : public RedisClient {
+ public:
+  // Starts the client thread; connects on the first command. `metrics` may be null.
+  RedisClientImpl(const RedisOptions& options, const Clock& clock, MetricsRegistry* metrics);
+  // Stops the thread. Commands in flight or queued get Unavailable; may wait for a connect in
+  // progress (<= connect_timeout_millis).
+  ~RedisClientImpl() override;
+
+  RedisClientImpl(const RedisClientImpl&) = delete;
+  RedisClientImpl& operator=(const RedisClientImpl&) = delete;
+
+  void MultiGet(std::vector<std::string> keys,
+                std::function<void(Result<std::vector<std::optional<std::string>>>)> done)
+      override;
+  void Get(std::string key, std::function<void(Result<std::optional<std::string>>)> done) override;
+  void Set(std::string key, std::string value, int64_t ttl_seconds,
+           std::function<void(Status)> done) override;
+  void TryLock(std::string key, std::string token, int64_t ttl_millis,
+               std::function<void(Result<bool>)> done) override;
+  void Unlock(std::string key, std::string token, std::function<void(Result<bool>)> done) override;
+  void DeleteByPattern(std::string pattern, std::function<void(Result<int64_t>)> done) override;
+  void Ping(std::function<void(Status)> done) override;
+
+  BreakerState breaker_state() const override { return breaker_.state(); }
+  Stats stats() const override;
+  // "<key_prefix>:<key>", the key as stored in Redis.
+  std::string PrefixedKey(std::string_view key) const;
 
  private:
   enum class Op : uint8_t { kMget, kGet, kSet, kTryLock, kUnlock, kScan, kUnlink, kPing, kCount };

@@ -65,7 +65,7 @@ int RunServe(ServerConfigLoader& loader) {
   api_options.slow_request_log_millis = config.slow_request_log_millis;
   api_options.work_pool = &work_pool;
   ApiContext context(**service, metrics, api_options);
-  Router router;
+  Router router(context.clock());
   TeiOptions tei;
   tei.max_client_batch_size = static_cast<int>(config.service.text.max_inputs_per_request);
   AddAllRoutes(router, context, tei);

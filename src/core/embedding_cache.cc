@@ -62,7 +62,12 @@ std::string EscapeGlob(const std::string& s) {
 
 EmbeddingCache::EmbeddingCache(const EmbeddingCacheOptions& options, L1Cache* l1, RedisClient* l2,
                                const Clock& clock, MetricsRegistry* metrics)
-    : options_(options), l1_(l1), l2_(l2), clock_(clock), rng_(std::random_device{}()) {
+    : options_(options),
+      l1_(l1),
+      l2_(l2),
+      clock_(clock),
+      delayed_(clock),
+      rng_(std::random_device{}()) {
   static MetricsRegistry unused_registry;
   metrics_ = std::make_unique<Metrics>(metrics ? *metrics : unused_registry);
 }

@@ -58,7 +58,9 @@ struct EmbeddingCacheOptions {
 
 class EmbeddingCache {
  public:
-  // `l1` and `l2` may be null (that tier is off); both must outlive this object.
+  // `l1` and `l2` may be null (that tier is off); both must outlive this object. `clock` is
+  // the one deadlines (Request::deadline_micros) are given on, and it times every wait here:
+  // deadlines, polls for another replica's value, remote_wait_millis.
   EmbeddingCache(const EmbeddingCacheOptions& options, L1Cache* l1, RedisClient* l2,
                  const Clock& clock, MetricsRegistry* metrics);
   ~EmbeddingCache();
@@ -112,6 +114,10 @@ class EmbeddingCache {
 
   // Removes a model's entries from L1 (by tag) and L2 (by key pattern).
   void Flush(uint32_t tag, const std::string& model, std::function<void(Result<int64_t>)> done);
+
+  // Makes the timers (deadlines, polls for another replica) look at the clock now instead
+  // of at their next real-time check; for tests that move a ManualClock.
+  void PokeTimers() { delayed_.Poke(); }
 
   L1Cache* l1() const { return l1_; }
   RedisClient* l2() const { return l2_; }

@@ -52,7 +52,7 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
     s->l1_ = std::make_unique<L1Cache>(options.l1, clock, &metrics);
   }
   if (options.redis_enabled) {
-    s->redis_ = std::make_unique<RedisClient>(options.redis, clock, &metrics);
+    s->redis_ = std::make_unique<RedisClientImpl>(options.redis, clock, &metrics);
     spdlog::info("L2 cache: redis at {}:{} db {} prefix '{}'{}", options.redis.host,
                  options.redis.port, options.redis.db, options.redis.key_prefix,
                  options.redis.password.empty() ? "" : " (with password)");

@@ -231,7 +231,10 @@ Status TextEmbeddingModel::Warmup() const {
   const std::pair<int, int> shapes[] = {
       {1, 8}, {4, 16}, {std::min(max_batch, 32), 32}, {2, std::min(max_len, 128)}};
   std::vector<float> out;
-  for (const auto& [batch, len] : shapes) {
+  for (const auto& [batch, shape_len] : shapes) {
+    // Never longer than serving can see: a model.yaml may declare a max_sequence_length
+    // below these lengths (and a longer sequence would fail the whole load).
+    const int len = std::min(shape_len, max_len);
     // Any ordinary in-vocabulary id (past the special tokens at the start of BERT vocabularies).
     const int64_t id = std::min<int64_t>(1000, static_cast<int64_t>(tokenizer_->vocab_size()) - 1);
     std::vector<int64_t> ids(static_cast<size_t>(len), id);

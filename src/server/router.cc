@@ -1,6 +1,5 @@
 #include "server/router.h"
 
-#include "common/clock.h"
 #include "core/stage_timings.h"
 #include "server/http_errors.h"
 
@@ -9,9 +8,10 @@ namespace {
 
 // Routing errors never reach an API's Finish(); they still carry Server-Timing, as every
 // response does, so clients that parse it need no special case.
-void RespondWithTiming(const HttpExchangePtr& exchange, HttpResponse response) {
+void RespondWithTiming(const Clock& clock, const HttpExchangePtr& exchange,
+                       HttpResponse response) {
   StageTimings t;
-  t.total_micros = SystemClock::Get().NowMicros() - exchange->received_micros();
+  t.total_micros = clock.NowMicros() - exchange->received_micros();
   response.headers.emplace_back("Server-Timing", t.ToServerTiming());
   exchange->Respond(std::move(response));
 }
@@ -80,12 +80,13 @@ void Router::Dispatch(const HttpExchangePtr& exchange) const {
                                  std::string(exchange->path()) + "; allowed: " + allowed),
                       ErrorStyle::kOpenAi, 405);
     res.headers.emplace_back("Allow", allowed);
-    RespondWithTiming(exchange, std::move(res));
+    RespondWithTiming(clock_, exchange, std::move(res));
     return;
   }
-  RespondWithTiming(exchange, ErrorResponse(Status::NotFound("no route for " + std::string(method) +
-                                                             " " + std::string(exchange->path())),
-                                            ErrorStyle::kOpenAi));
+  RespondWithTiming(clock_, exchange,
+                    ErrorResponse(Status::NotFound("no route for " + std::string(method) + " " +
+                                                   std::string(exchange->path())),
+                                  ErrorStyle::kOpenAi));
 }
 
 }  // namespace tailcut

@@ -9,12 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "server/http_server.h"
 
 namespace tailcut {
 
 class Router {
  public:
+  // `clock` is the one HttpExchange::received_micros() is read on: the total in the
+  // Server-Timing of the 404 and 405 answers is measured on it.
+  explicit Router(const Clock& clock = SystemClock::Get()) : clock_(clock) {}
+
   void Add(std::string method, const std::string& pattern, HttpHandler handler);
   void Dispatch(const HttpExchangePtr& exchange) const;
 
@@ -26,6 +31,7 @@ class Router {
   };
   static bool Match(const Route& route, const std::vector<std::string_view>& path,
                     HttpExchange* exchange);
+  const Clock& clock_;
   std::vector<Route> routes_;
 };
 

@@ -81,8 +81,8 @@ class RedisClientTest : public ::testing::Test {
     o.key_prefix = std::move(prefix);
     return o;
   }
-  std::unique_ptr<RedisClient> Client(const RedisOptions& o, MetricsRegistry* m = nullptr) {
-    return std::make_unique<RedisClient>(o, SystemClock::Get(), m);
+  std::unique_ptr<RedisClientImpl> Client(const RedisOptions& o, MetricsRegistry* m = nullptr) {
+    return std::make_unique<RedisClientImpl>(o, SystemClock::Get(), m);
   }
 
   static Status SetSync(RedisClient& c, std::string key, std::string value, int64_t ttl = 0) {

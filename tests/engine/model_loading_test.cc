@@ -73,6 +73,16 @@ TEST(TextEmbeddingModelTest, ModelWithoutTextInputsIsRefusedClearly) {
       << m.status().message();
 }
 
+TEST(TextEmbeddingModelTest, MaxSequenceLengthBelowTheWarmUpShapesLoads) {
+  // Warm-up runs sequences of 8 to 32 tokens; a model declared shorter must still load.
+  auto config = LoadModelConfig(testing::ModelDir());
+  ASSERT_TRUE(config.ok());
+  ModelConfig c = *config;
+  c.max_sequence_length = 6;
+  auto m = TextEmbeddingModel::Load(c, {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+}
+
 TEST(TextEmbeddingModelTest, MissingTokenizerNamesTheFile) {
   auto config = LoadModelConfig(testing::ModelDir());
   ASSERT_TRUE(config.ok());

@@ -78,6 +78,14 @@ def require_shared_data(relative: Path | str = QQP_PAIRS, what: str = "QQP pairs
                 f"{relative} to run this test")
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "threads: exercises the server's concurrent machinery (single-flight, Redis, lifetimes, "
+        "deadlines); the TSan pass of scripts/ci_sanitizers.sh runs only these of a suite too "
+        "slow to run whole under TSan")
+
+
 def pytest_report_header(config) -> str:
     path = qqp_pairs_path()
     state = "found" if path.is_file() else (

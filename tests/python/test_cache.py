@@ -553,6 +553,7 @@ def test_damaged_l2_value_is_recomputed_and_replaced(start_server, redis_server,
 
 # --- 6, 7, 10. Single-flight ----------------------------------------------------------------------
 
+@pytest.mark.threads
 def test_single_flight_in_process(start_server, reference):
     s = start_server("--batch-timeout-micros", "100000")
     text = make_texts("sf", 1)[0]
@@ -578,6 +579,7 @@ def test_single_flight_in_process(start_server, reference):
           f"{served_from_cache} L1 hits")
 
 
+@pytest.mark.threads
 @pytest.mark.parametrize("with_redis", [False, True], ids=["l1", "l1+redis"])
 def test_duplicates_within_one_request_are_computed_once(start_server, redis_server, reference,
                                                          with_redis):
@@ -595,6 +597,7 @@ def test_duplicates_within_one_request_are_computed_once(start_server, redis_ser
     assert m.delta("tailcut_single_flight_total", outcome="joined") == 2
 
 
+@pytest.mark.threads
 def test_single_flight_across_two_servers(start_server, redis_server, reference):
     """20 cold keys x 16 concurrent requests, half to each of two servers sharing Redis: the
     cross-replica lock makes the pair compute each key once."""
@@ -646,6 +649,7 @@ def breaker_state(server: TailcutServer) -> float:
     return value(scrape(server), "tailcut_redis_breaker_state")
 
 
+@pytest.mark.threads
 def test_redis_outage_under_load_fails_no_request(start_server, redis_server, reference):
     """Steady load on two servers sharing Redis while Redis is SIGKILLed, restarted on the same
     port, then paused (SIGSTOP) for a second: every request succeeds with the right vectors, each
@@ -808,6 +812,7 @@ def test_redis_password_and_acl_user(start_server, redis_server, reference):
 
 # --- Regressions and the cross-replica protocol, driven deterministically -------------------------
 
+@pytest.mark.threads
 def test_leader_failure_does_not_make_every_waiter_compute(start_server, reference):
     """The leader's request expires in the queue (its own 20 ms deadline; batches form after
     300 ms). Its 20 waiters have no deadline: they must be answered with ONE new computation
@@ -843,6 +848,7 @@ def test_leader_failure_does_not_make_every_waiter_compute(start_server, referen
     assert computed == 1, f"{computed} computations of one row after its leader failed"
 
 
+@pytest.mark.threads
 def test_replica_taking_the_lock_rechecks_l2(start_server, redis_server):
     """A replica whose L2 lookup missed but which then gets the lock must look at L2 again
     before computing: the row may have been stored (and its lock released) by another replica
@@ -877,6 +883,7 @@ def _stored_value(redis, server: TailcutServer, text: str, prefix: str) -> bytes
     return redis.command("GET", keys[0])
 
 
+@pytest.mark.threads
 def test_replica_waits_for_the_lock_holders_value(start_server, redis_server):
     """The test plays the replica computing a key: it holds the lock, and stores the value only
     once the server under test is polling for it. The server must serve exactly that value and
@@ -912,6 +919,7 @@ def test_replica_waits_for_the_lock_holders_value(start_server, redis_server):
     assert m.delta("tailcut_single_flight_total", outcome="remote_hit") == 1
 
 
+@pytest.mark.threads
 def test_replica_computes_when_the_lock_holder_never_delivers(start_server, redis_server,
                                                              reference):
     """A lock whose holder died: after remote_wait the server computes by itself."""
@@ -1072,6 +1080,7 @@ class PendingEmbeds:
         return self.answers
 
 
+@pytest.mark.threads
 def test_reload_with_redis_lookups_in_flight(start_server, redis_server, reference):
     """The old copy answers every request it admitted, after the reload has returned: their
     lookups come back (Redis resumed) into a servable that still exists, and compute there."""
@@ -1103,6 +1112,7 @@ def test_reload_with_redis_lookups_in_flight(start_server, redis_server, referen
     assert "reloaded" in s.log_text()
 
 
+@pytest.mark.threads
 def test_shutdown_with_redis_lookups_in_flight(start_server, redis_server):
     """SIGTERM with a grace period shorter than the lookups' wait: the server stops its models
     while their L2 lookups are still pending, waits for them to come back (here: time out),
@@ -1142,6 +1152,7 @@ def timed_embed(server: TailcutServer, texts: list[str], timeout_ms: int) -> tup
     return r.status_code, elapsed
 
 
+@pytest.mark.threads
 def test_deadline_ends_a_wait_in_the_queue(start_server):
     # A lone row waits up to 3 s for its batch to fill; its deadline is 100 ms.
     s = start_server("--batch-timeout-micros", "3000000")
@@ -1149,6 +1160,7 @@ def test_deadline_ends_a_wait_in_the_queue(start_server):
     assert status == 504 and elapsed < 2.0, (status, elapsed)
 
 
+@pytest.mark.threads
 def test_deadline_ends_a_wait_for_another_requests_computation(start_server):
     # The leader (no deadline) is queued for 3 s; a request for the same text joins it with
     # a 100 ms deadline.
@@ -1165,6 +1177,7 @@ def test_deadline_ends_a_wait_for_another_requests_computation(start_server):
     assert status == 504 and elapsed < 2.0, (status, elapsed)
 
 
+@pytest.mark.threads
 def test_deadline_ends_a_wait_for_redis(start_server, redis_server):
     # Redis paused: the L2 lookup would wait 5 s for its reply.
     redis = redis_server()
@@ -1178,6 +1191,7 @@ def test_deadline_ends_a_wait_for_redis(start_server, redis_server):
     assert status == 504 and elapsed < 3.0, (status, elapsed)
 
 
+@pytest.mark.threads
 def test_deadline_ends_a_wait_for_another_replica(start_server, redis_server):
     # Another replica "holds" the row's lock (set by hand, never released) and the wait for
     # its value is 5 s.

@@ -145,6 +145,23 @@ TEST_F(RouterTest, HeadIsServedByTheGetRoute) {
   EXPECT_EQ(ex->response()->status, 405u);
 }
 
+TEST(RouterClockTest, RoutingErrorsAreTimedOnTheInjectedClock) {
+  // The exchange arrived 250 ms before "now" on the router's clock; the total in the routing
+  // errors' Server-Timing is that, not a difference against another clock.
+  ManualClock clock(5'000'000);
+  Router router(clock);
+  router.Add("POST", "/v1/embeddings", [](const HttpExchangePtr& ex) { ex->Respond({}); });
+  for (const char* method : {"GET", "POST"}) {
+    const std::string target = std::string(method) == "GET" ? "/v1/embeddings" : "/nowhere";
+    auto ex = std::make_shared<FakeExchange>(method, target, /*received_micros=*/4'750'000);
+    router.Dispatch(ex);
+    ASSERT_TRUE(ex->response().has_value());
+    EXPECT_EQ(ex->response()->status, std::string(method) == "GET" ? 405u : 404u);
+    EXPECT_NE(ex->response_header("Server-Timing").find("total;dur=250.000"), std::string::npos)
+        << ex->response_header("Server-Timing");
+  }
+}
+
 TEST(SplitPathTest, SplitsOnSlashes) {
   EXPECT_EQ(SplitPath("/v2/models/x/infer"),
             (std::vector<std::string_view>{"v2", "models", "x", "infer"}));
