@@ -64,9 +64,12 @@ def test_a_4_mib_request_does_not_delay_a_small_one(server):
             stop.set()
             sender.join()
     assert set(big_answers) == {200}
-    # Each big request holds a work thread for its whole parse (tens to hundreds of ms);
-    # on an IO thread that is how long every other connection would wait.
-    allowed = 10 * time_scale()
+    # Each big request holds a work thread for its whole parse (hundreds of ms here); on an
+    # IO thread, or on the only work thread, small requests wait for about half of it on
+    # average (measured with --server.work_threads 1: P90 2 -> 168 ms). Beside it they should
+    # only share the CPU: a few ms, or a small fraction of the big request's time when other
+    # processes load the machine.
+    allowed = max(10 * time_scale(), 0.05 * statistics.median(big_ms))
     print(f"small P90 {p90(baseline):.1f} ms alone, {p90(during):.1f} ms beside 4 MiB "
           f"requests (each {statistics.median(big_ms):.0f} ms)")
     assert p90(during) <= p90(baseline) + allowed, (
