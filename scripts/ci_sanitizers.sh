@@ -6,9 +6,10 @@
 #         build-asan/tailcut (all of it).
 #   tsan  build-tsan/ with ThreadSanitizer: the unit tests of the concurrent parts (batch
 #         queue and scheduler, caches and single-flight, the embedding cache, model reload,
-#         Redis client, delayed executor, metrics), then the thread-heaviest integration
-#         suites against build-tsan/tailcut: concurrent clients, overload and deadlines
-#         (admission), graceful shutdown, slow clients and connection eviction (robustness),
+#         Redis client, delayed executor, work pool, metrics), then the thread-heaviest
+#         integration suites against build-tsan/tailcut: concurrent clients, overload and
+#         deadlines (admission), graceful shutdown, slow clients and connection eviction
+#         (robustness), large requests beside small ones and client disconnects (io_isolation),
 #         and the cache's threads (test_cache.py's tests marked `threads`).
 #
 # Both builds use clang at -O1 with line tables only (fast to build, readable reports) and
@@ -129,7 +130,8 @@ run_tsan() {
   phase "tsan unit tests"
 
   log "tsan: integration tests"
-  local suites=(test_concurrency.py test_admission.py test_shutdown.py test_robustness.py)
+  local suites=(test_concurrency.py test_admission.py test_shutdown.py test_robustness.py
+    test_io_isolation.py)
   mkdir -p "$REPORTS/tsan"
   local tsan_env=(env "TSAN_OPTIONS=$TSAN_OPTIONS:log_path=$REPORTS/tsan/tsan"
     "TAILCUT_BUILD_DIR=$ROOT/build-tsan" TAILCUT_TEST_TIME_SCALE=10 TAILCUT_TEST_SANITIZER=tsan)

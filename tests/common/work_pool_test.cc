@@ -32,6 +32,7 @@ TEST(WorkPoolTest, RunsTasksOnItsOwnThreads) {
   std::promise<bool> on_pool;
   Queue(pool, Lane::kLight, [&] { on_pool.set_value(pool.OnPoolThread()); });
   EXPECT_TRUE(on_pool.get_future().get());
+  pool.Stop();
 }
 
 TEST(WorkPoolTest, DefaultsToAtLeastTwoThreads) {
@@ -61,6 +62,7 @@ TEST(WorkPoolTest, HeavyTasksLeaveAThreadForLightOnes) {
   EXPECT_FALSE(second_started.load());
   release_first.set_value();
   second_done.get_future().wait();  // Runs once the first heavy task is done.
+  pool.Stop();  // Before the promises and futures the tasks refer to go away.
 }
 
 TEST(WorkPoolTest, LightTasksAreTakenBeforeHeavyOnes) {
@@ -97,6 +99,7 @@ TEST(WorkPoolTest, LightTasksAreTakenBeforeHeavyOnes) {
   all_done.get_future().wait();
   EXPECT_EQ(order, (std::vector<std::string>{"light", "heavy"}));
   release_light_promise.set_value();
+  pool.Stop();  // Before the promises and futures the tasks refer to go away.
 }
 
 TEST(WorkPoolTest, TrySubmitRefusesBeyondTheQueueBoundAndKeepsTheTask) {
