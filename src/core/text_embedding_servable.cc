@@ -596,7 +596,8 @@ void TextEmbeddingServable::DropEndedRequests(Batch& batch) {
     auto& item = static_cast<EmbedItemTask&>(*t);
     const bool cancelled = item.job().cancelled();
     if (!cancelled && !item.job().finished()) {
-      batch.tasks[kept++] = std::move(t);
+      if (&batch.tasks[kept] != &t) batch.tasks[kept] = std::move(t);
+      ++kept;
       continue;
     }
     // Failing (not just forgetting) the row ends its single-flight: requests that joined it

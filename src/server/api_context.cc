@@ -66,7 +66,7 @@ void ApiContext::Infer(const HttpExchange& exchange, TensorRequest request, Tens
   request.cancellation = exchange.cancellation();
   api_.Infer(std::move(request),
              OnWorkPool<TensorResult>(std::move(done), [](const TensorResult& r) {
-               size_t n = 0;
+               size_t n = 0;  // In 4-byte values, whatever the types: it only picks a lane.
                for (const Tensor& t : r.outputs) n += t.data.size() / sizeof(float);
                return n;
              }));

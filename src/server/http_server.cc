@@ -41,11 +41,11 @@ std::string ErrorJson(std::string_view type, std::string_view message) {
   return "{\"error\":{\"message\":\"" + escaped + "\",\"type\":\"" + std::string(type) + "\"}}";
 }
 
-// The bytes of request bodies held at once, across connections (max_in_flight_body_bytes).
 // One IO thread per four CPUs, one to four: IO threads only move bytes (the work pool does
 // the parsing and formatting), and one keeps up with tens of thousands of requests a second.
 int AutoIoThreads() { return std::clamp((AvailableCpus() + 3) / 4, 1, 4); }
 
+// The bytes of request bodies held at once, across connections (max_in_flight_body_bytes).
 class BodyBudget {
  public:
   explicit BodyBudget(uint64_t limit_bytes) : limit_bytes_(limit_bytes) {}
