@@ -100,6 +100,12 @@ class HeldBatches {
     ended_ = INT_MAX;
     cv_.notify_all();
   }
+  // Ends every batch on leaving scope. Declared after the scheduler, so that a failed ASSERT
+  // does not leave the scheduler's destructor joining a worker held here.
+  struct Releaser {
+    HeldBatches* held;
+    ~Releaser() { held->EndAll(); }
+  };
   std::vector<int64_t> rows() {
     std::lock_guard<std::mutex> lock(mu_);
     return rows_;
@@ -134,6 +140,7 @@ TEST(BatchSchedulerTest, LargeRequestIsAdmittedBehindQueuedWork) {
   o.queue.max_batch_size = 4;
   o.queue.max_enqueued_rows = 8;
   BatchScheduler scheduler(o, held.Fn());
+  HeldBatches::Releaser releaser{&held};
   auto first = Tasks(0, 1, 0);
   ASSERT_TRUE(scheduler.Schedule(first).ok());
   held.WaitStarted(1);  // The worker is busy; what follows queues.
@@ -164,6 +171,7 @@ TEST(BatchSchedulerTest, WaitEstimateCountsTheRunningBatchAndEveryBatchsFixedCos
   o.queue.max_batch_size = 4;
   o.queue.max_batch_tokens = 0;
   BatchScheduler scheduler(o, held.Fn(), clock);
+  HeldBatches::Releaser releaser{&held};
   int batches = 0;
   EXPECT_EQ(scheduler.EstimatedWaitMicros(), 0);  // Nothing measured yet.
   // Batches cost 12 ms + 250 us per token: 8 tokens 14 ms, 32 tokens 20 ms.
@@ -199,6 +207,7 @@ TEST(BatchSchedulerTest, AdmissionByTimeRefusesPastTheBoundButNotForTheRequestsO
   o.queue.max_batch_tokens = 0;
   o.max_queue_delay_micros = 100'000;
   BatchScheduler scheduler(o, held.Fn(), clock);
+  HeldBatches::Releaser releaser{&held};
   int batches = 0;
   RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
   RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
