@@ -20,6 +20,13 @@
 // A queue is drained in batches of at most max_batch_size rows and max_batch_tokens padded
 // tokens; its padded tokens are its tokens x the padding measured in recent batches.
 //
+// Measured waits are fed back: the draining order is not the queue's (grouping by length
+// lets a newer task of a closer length go before an older one, which then waits longer than
+// the work ahead of it), and the machine can change while a task waits. ObserveWait() is
+// told each task's estimated and actual wait; the 99th percentile of the difference (the
+// wait margin, tracked by stochastic approximation) is what admission adds to its estimate,
+// so that the admitted tasks' 99th percentile wait, not their mean, meets the bound.
+//
 // Thread-safety: none; BatchScheduler calls it under its mutex. Cheap: a few multiplications
 // per call.
 #pragma once
@@ -34,6 +41,10 @@ struct BatchCostModelOptions {
   // second). Lower follows a machine that slows down (a neighbour's build) sooner; higher
   // ignores one slow batch better.
   int64_t memory_batches = 8;
+  // How far one task's wait moves the wait margin: up 0.99 x this when the task waited
+  // longer than estimated plus the margin, down 0.01 x this otherwise. Larger follows
+  // changes sooner and jitters more; about 1/200 of the queue-delay bound.
+  int64_t margin_step_micros = 1000;
 };
 
 class BatchCostModel {
@@ -54,6 +65,13 @@ class BatchCostModel {
   int64_t DrainMicros(int64_t rows, int64_t tokens, int64_t max_batch_size,
                       int64_t max_batch_tokens) const;
 
+  // A task admitted with an estimated wait of `estimated_micros` started its batch after
+  // `actual_micros`.
+  void ObserveWait(int64_t estimated_micros, int64_t actual_micros);
+  // The 99th percentile of actual minus estimated wait over recent tasks (may be negative:
+  // the estimate was pessimistic); 0 before any wait has been observed.
+  int64_t wait_margin_micros() const { return static_cast<int64_t>(margin_micros_); }
+
   double fixed_micros() const { return fixed_micros_; }
   double micros_per_token() const { return micros_per_token_; }
   // Padded tokens per real token in recent batches (>= 1).
@@ -63,6 +81,8 @@ class BatchCostModel {
   void Refit();
 
   double weight_;  // 1 / memory_batches.
+  double margin_step_;
+  double margin_micros_ = 0;
   int64_t samples_ = 0;
   // Exponentially weighted moments of x = padded tokens, y = micros.
   double mean_x_ = 0, mean_y_ = 0, mean_xx_ = 0, mean_xy_ = 0;

@@ -33,16 +33,32 @@ Status BatchScheduler::Schedule(std::vector<std::unique_ptr<BatchTask>>& tasks) 
     for (const auto& t : tasks) rows += t->rows();
     if (Status admitted = queue_.CheckAdmission(rows); !admitted.ok()) return admitted;
     // Checked once per request, on the caller's thread: a few multiplications under the lock.
-    if (options_.max_queue_delay_micros > 0 && cost_.measured()) {
-      const int64_t wait = WaitAheadMicrosLocked(clock_.NowMicros());
-      if (wait > options_.max_queue_delay_micros) {
+    const bool by_time = options_.max_queue_delay_micros > 0 && cost_.measured();
+    int64_t wait = 0;
+    if (by_time) {
+      wait = WaitAheadMicrosLocked(clock_.NowMicros());
+      // The margin: how much longer than estimated recent tasks waited (99th percentile).
+      const int64_t expected = wait + std::max<int64_t>(0, cost_.wait_margin_micros());
+      if (expected > options_.max_queue_delay_micros) {
         return Status::ResourceExhausted(
-            "overloaded: the work ahead of this request would take about " +
-            std::to_string(wait / 1000) + " ms to run, over the " +
+            "overloaded: this request would wait about " + std::to_string(expected / 1000) +
+            " ms for the work ahead of it, over the " +
             std::to_string(options_.max_queue_delay_micros / 1000) + " ms limit; retry later");
       }
     }
-    for (auto& t : tasks) queue_.Push(std::move(t));
+    // Each row's estimate, for the margin: the wait ahead plus its request's rows before it.
+    const BatchQueueOptions& q = queue_.options();
+    int64_t rows_before = 0, tokens_before = 0;
+    for (auto& t : tasks) {
+      if (by_time) {
+        t->estimated_wait_micros =
+            wait + cost_.DrainMicros(rows_before, tokens_before, q.max_batch_size,
+                                     q.max_batch_tokens);
+        rows_before += t->rows();
+        tokens_before += t->rows() * t->length();
+      }
+      queue_.Push(std::move(t));
+    }
     tasks.clear();
   }
   wake_.notify_one();
@@ -82,7 +98,9 @@ size_t BatchScheduler::queued_tasks() const {
 
 int64_t BatchScheduler::EstimatedWaitMicros() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return WaitAheadMicrosLocked(clock_.NowMicros());
+  if (!cost_.measured()) return 0;
+  return WaitAheadMicrosLocked(clock_.NowMicros()) +
+         std::max<int64_t>(0, cost_.wait_margin_micros());
 }
 
 BatchCostModel BatchScheduler::cost_model() const {
@@ -127,7 +145,13 @@ void BatchScheduler::WorkerLoop(size_t worker) {
       queue_.RemoveExpired(expected_batch_micros_.load(std::memory_order_relaxed), &expired);
       batch = queue_.FormBatch();
       if (!batch.tasks.empty()) {
-        for (const auto& t : batch.tasks) tokens += t->rows() * t->length();
+        for (const auto& t : batch.tasks) {
+          tokens += t->rows() * t->length();
+          if (t->estimated_wait_micros >= 0) {
+            cost_.ObserveWait(t->estimated_wait_micros,
+                              batch.formed_at_micros - t->enqueue_time_micros());
+          }
+        }
         running_[worker] = {true, clock_.NowMicros(), cost_.BatchMicros(batch.padded_tokens())};
       }
     }

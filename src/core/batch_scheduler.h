@@ -8,10 +8,11 @@
 // Admission: a request is queued whole or refused whole (ResourceExhausted -> HTTP 429), by
 // the queue's row bound (batch_queue.h) and, with max_queue_delay_micros, by time: the work
 // ahead of it (what is left of the running batches, and the queued rows cut into batches at
-// the cost fitted to recent batches, batch_cost_model.h) must run within the bound. Its own
-// rows do not count: they are its service time, not its wait, so a large request is admitted
-// behind a short wait and runs in as many batches as it needs, and the requests after it
-// see its rows ahead of them.
+// the cost fitted to recent batches, batch_cost_model.h), plus the margin by which recent
+// tasks waited longer than estimated (99th percentile, fed back at batch formation), must
+// run within the bound. Its own rows do not count: they are its service time, not its wait,
+// so a large request is admitted behind a short wait and runs in as many batches as it
+// needs, and the requests after it see its rows ahead of them.
 //
 // Thread-safety: Schedule() and the accessors are safe from any thread. The process function
 // runs on worker threads, possibly concurrently when num_workers > 1.
@@ -81,7 +82,7 @@ class BatchScheduler {
   // Exponentially weighted average of recent batch run times.
   int64_t expected_batch_micros() const { return expected_batch_micros_.load(); }
   // The admission estimate now: how long a request queued now would wait for its first
-  // batch (0 before any batch has been measured).
+  // batch, the wait margin included (0 before any batch has been measured).
   int64_t EstimatedWaitMicros() const;
   // A copy of the fitted batch cost model.
   BatchCostModel cost_model() const;
@@ -96,7 +97,8 @@ class BatchScheduler {
   };
 
   void WorkerLoop(size_t worker);
-  // EstimatedWaitMicros() with mutex_ held.
+  // The work ahead of a request queued now, per worker, without the wait margin; mutex_
+  // held.
   int64_t WaitAheadMicrosLocked(int64_t now) const;
   // Calls process_ on `batch`; on an exception, fails what is left in it (see ProcessFn).
   void RunBatch(Batch& batch);

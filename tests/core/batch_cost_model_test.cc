@@ -91,5 +91,23 @@ TEST(BatchCostModelTest, QueuedTokensArePaddedAsRecentBatchesWere) {
   EXPECT_NEAR(m.DrainMicros(32, 256, 64, 512), LineMicros(512), 10);
 }
 
+TEST(BatchCostModelTest, WaitMarginTracksTheHighPercentileOfUnderestimates) {
+  BatchCostModelOptions o;
+  o.margin_step_micros = 1000;
+  BatchCostModel m(o);
+  EXPECT_EQ(m.wait_margin_micros(), 0);
+  // Every task waits 50 ms longer than estimated (grouping passed it over, say): the margin
+  // climbs to that within about 50 tasks and stays within a step of it.
+  for (int i = 0; i < 60; ++i) m.ObserveWait(100'000, 150'000);
+  EXPECT_NEAR(m.wait_margin_micros(), 50'000, 1000);
+  // One task in 50 waits 50 ms longer, the rest as estimated: 2 % is above the 99th
+  // percentile, so the margin stays near 50 ms rather than falling to 0.
+  for (int i = 0; i < 5000; ++i) m.ObserveWait(100'000, i % 50 == 0 ? 150'000 : 100'000);
+  EXPECT_NEAR(m.wait_margin_micros(), 50'000, 1500);
+  // Estimates that were pessimistic bring it below zero (admission uses it from 0 up).
+  for (int i = 0; i < 20'000; ++i) m.ObserveWait(100'000, 90'000);
+  EXPECT_LT(m.wait_margin_micros(), 0);
+}
+
 }  // namespace
 }  // namespace tailcut

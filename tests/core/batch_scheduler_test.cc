@@ -237,6 +237,43 @@ TEST(BatchSchedulerTest, AdmissionByTimeRefusesPastTheBoundButNotForTheRequestsO
   scheduler.Stop(/*drain=*/true);
 }
 
+TEST(BatchSchedulerTest, TasksThatWaitedLongerThanEstimatedRaiseTheEstimate) {
+  ManualClock clock;
+  HeldBatches held;
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 4;
+  o.queue.max_batch_tokens = 0;
+  o.max_queue_delay_micros = 100'000;
+  o.cost.margin_step_micros = 1000;
+  BatchScheduler scheduler(o, held.Fn(), clock);
+  HeldBatches::Releaser releaser{&held};
+  int batches = 0;
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 4, 20'000);
+  const int64_t before = scheduler.cost_model().wait_margin_micros();
+  EXPECT_LT(before, 1000);  // Those waited about as estimated.
+
+  // A batch predicted at 14 ms takes 60 (the machine got slower): the four rows queued
+  // behind it wait far longer than estimated, and each raises the margin by 0.99 step (the
+  // one that started at once, as estimated, lowered it by 0.01 step).
+  auto running = Tasks(500, 1, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(running).ok());
+  held.WaitStarted(++batches);
+  auto queued = Tasks(600, 4, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(queued).ok());
+  clock.AdvanceMicros(60'000);
+  held.EndOne();
+  held.WaitStarted(++batches);
+  EXPECT_EQ(scheduler.cost_model().wait_margin_micros(), before - 10 + 4 * 990);
+  clock.AdvanceMicros(20'000);
+  held.EndOne();
+  while (scheduler.cost_model().samples() < batches) std::this_thread::yield();
+  // Idle again, and still a request would be estimated to wait the margin.
+  EXPECT_EQ(scheduler.EstimatedWaitMicros(), before - 10 + 4 * 990);
+}
+
 TEST(BatchSchedulerTest, StopWithoutDrainFailsQueuedTasks) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
