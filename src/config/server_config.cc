@@ -356,8 +356,9 @@ std::vector<Setting> BuildSettings() {
                   .AtLeast(0));
   t.push_back(Bind("requests.max_queue_delay_millis",
                    "Refuse (429) a request when the work ahead of it (the running batch's rest "
-                   "and the queued rows, at the batch cost fitted to recent batches) would take "
-                   "longer than this before its first batch; 0 = off.",
+                   "and the queued rows, at the batch cost fitted to recent batches, plus the "
+                   "measured margin of waits over estimates) would take longer than this before "
+                   "its first batch; 0 = off.",
                    1000, [](auto& c) -> auto& { return c.service.text.max_queue_delay_micros; })
                   .AtLeast(0));
   t.push_back(Field(

@@ -54,10 +54,11 @@ struct TextServableOptions {
   // Admission by time rather than by count (BatchSchedulerOptions::max_queue_delay_micros,
   // which this sets): a request is refused (429) when the work ahead of it (the rest of the
   // running batch and the queued rows, at a per-batch plus per-token cost fitted to recent
-  // batches) would take longer than this before its first batch starts. An admitted request
-  // is answered within about this plus its own batches, whatever the text lengths, and a
-  // request larger than the queue bound is admitted too (its rows run in several batches);
-  // max_enqueued_rows stays as a backstop. 0 = off.
+  // batches, plus the measured margin by which rows waited longer than estimated) would take
+  // longer than this before its first batch starts. An admitted request is answered within
+  // about this plus its own batches, whatever the text lengths, and a request larger than
+  // the queue bound is admitted too (its rows run in several batches); max_enqueued_rows
+  // stays as a backstop. 0 = off.
   int64_t max_queue_delay_micros = 200'000;
   // Which variant serves requests that pin none, under load (see precision_controller.h).
   PrecisionPolicy precision;
