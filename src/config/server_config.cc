@@ -337,7 +337,8 @@ std::vector<Setting> BuildSettings() {
   t.push_back(
       Field(
           "batching.max_enqueued_rows",
-          "Queue bound in rows per model; requests beyond it get 429.",
+          "Queue bound in rows per model: a request gets 429 when the rows queued ahead of it "
+          "plus its first batch would pass it.",
           [](auto& c) -> auto& { return c.service.text.scheduler.queue.max_enqueued_rows; },
           [](auto& c) -> auto& { return c.service.tensor.scheduler.queue.max_enqueued_rows; })
           .AtLeast(1)
@@ -372,8 +373,10 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.tensor.default_timeout_micros; })
                   .AtLeast(0));
   t.push_back(Bind("requests.max_queue_delay_millis",
-                   "Refuse (429) a request when the queued work plus its own would take longer "
-                   "than this to run; 0 = off.",
+                   "Refuse (429) a request when the work ahead of it (the running batch's rest "
+                   "and the queued rows, at the batch cost fitted to recent batches, plus the "
+                   "measured margin of waits over estimates) would take longer than this before "
+                   "its first batch; 0 = off.",
                    1000, [](auto& c) -> auto& { return c.service.text.max_queue_delay_micros; })
                   .AtLeast(0));
   t.push_back(Field(

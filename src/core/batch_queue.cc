@@ -7,18 +7,30 @@ namespace tailcut {
 BatchQueue::BatchQueue(const BatchQueueOptions& options, const Clock& clock)
     : options_(options), clock_(clock) {}
 
-Status BatchQueue::Enqueue(std::unique_ptr<BatchTask>& task) {
-  const int64_t rows = task->rows();
-  // An empty queue always admits one task, even one larger than the bound, so that a
-  // legitimate large request is slow rather than impossible.
-  if (!tasks_.empty() && queued_rows_ + rows > options_.max_enqueued_rows) {
-    return Status::ResourceExhausted("queue full (" + std::to_string(queued_rows_) + " of " +
-                                     std::to_string(options_.max_enqueued_rows) + " rows queued)");
+Status BatchQueue::CheckAdmission(int64_t rows) const {
+  // Only the request's first batch counts against the bound: the rest of a large request
+  // waits behind nothing but itself, and counting it would refuse such a request for as
+  // long as anything at all is queued. An empty queue takes anything: slow, not impossible.
+  const int64_t first_batch =
+      options_.max_batch_size > 0 ? std::min(rows, options_.max_batch_size) : rows;
+  if (!tasks_.empty() && queued_rows_ + first_batch > options_.max_enqueued_rows) {
+    return Status::ResourceExhausted("queue full: " + std::to_string(queued_rows_) + " of " +
+                                     std::to_string(options_.max_enqueued_rows) +
+                                     " rows queued, request needs " + std::to_string(rows));
   }
-  queued_rows_ += rows;
-  queued_tokens_ += rows * task->length();
-  tasks_.push_back(std::move(task));
   return Status::Ok();
+}
+
+void BatchQueue::Push(std::unique_ptr<BatchTask> task) {
+  queued_rows_ += task->rows();
+  queued_tokens_ += task->rows() * task->length();
+  tasks_.push_back(std::move(task));
+}
+
+Status BatchQueue::Enqueue(std::unique_ptr<BatchTask>& task) {
+  Status admitted = CheckAdmission(task->rows());
+  if (admitted.ok()) Push(std::move(task));
+  return admitted;
 }
 
 bool BatchQueue::ReadyToForm() const {

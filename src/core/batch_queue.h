@@ -3,9 +3,12 @@
 // decision can be tested deterministically with a ManualClock.
 //
 // Policy:
-//  - Admission: a task that would push the queue past max_enqueued_rows is refused
-//    (ResourceExhausted -> HTTP 429), so overload is answered at once instead of by
-//    unbounded queueing delay.
+//  - Admission by rows: a request is refused (ResourceExhausted -> HTTP 429) when the rows
+//    queued ahead of it plus its first batch's worth of its own (at most max_batch_size)
+//    would pass max_enqueued_rows, so overload is answered at once instead of by unbounded
+//    queueing delay. A request with more rows than that still gets in while few rows are
+//    ahead of it (its other rows run in later batches), and an empty queue admits anything.
+//    Admission by time is BatchScheduler's (it knows what is running).
 //  - Readiness: a batch is formed when the queue can fill max_batch_size rows or
 //    max_batch_tokens padded tokens, or when the oldest task has waited batch_timeout_micros.
 //  - Grouping: the oldest task always goes first (no starvation); the rest of the batch is
@@ -44,8 +47,11 @@ struct BatchQueueOptions {
   // soon as a worker is free (batches still grow under load while the worker is busy).
   // Raise it to trade latency at light load for larger batches.
   int64_t batch_timeout_micros = 0;
-  // Queue bound in rows. Beyond it new tasks are refused; this is what bounds queueing delay.
-  // Roughly: max tolerated queue wait x engine throughput.
+  // Queue bound in rows: rows ahead of a new request plus its first batch (see Admission
+  // above). With admission by time on (BatchSchedulerOptions::max_queue_delay_micros) that
+  // bounds queueing delay and this is the backstop for memory; without it, roughly: max
+  // tolerated queue wait x engine throughput. Queued rows can reach this plus a request's
+  // size less one batch (a large request admitted behind others).
   int64_t max_enqueued_rows = 1024;
   // How many queued tasks batch formation considers when grouping by length.
   int64_t grouping_window = 256;
@@ -55,7 +61,12 @@ class BatchQueue {
  public:
   BatchQueue(const BatchQueueOptions& options, const Clock& clock);
 
-  // Queues `task`, or returns it with ResourceExhausted when the queue is full.
+  // Ok when a request of `rows` rows may be queued now by the row bound (see Admission),
+  // else ResourceExhausted saying why.
+  Status CheckAdmission(int64_t rows) const;
+  // Queues `task` without checking the bound (the caller checked its whole request).
+  void Push(std::unique_ptr<BatchTask> task);
+  // CheckAdmission() for the one task, then Push(); on refusal `task` stays the caller's.
   Status Enqueue(std::unique_ptr<BatchTask>& task);
 
   // Whether a batch should be formed now (see Readiness above).

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <string>
@@ -14,9 +15,10 @@ BatchScheduler::BatchScheduler(const BatchSchedulerOptions& options, ProcessFn p
       process_(std::move(process)),
       clock_(clock),
       queue_(options.queue, clock),
+      cost_(options.cost),
+      running_(static_cast<size_t>(std::max(1, options.num_workers))),
       expected_batch_micros_(options.initial_batch_estimate_micros) {
-  const int workers = std::max(1, options_.num_workers);
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (size_t i = 0; i < running_.size(); ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
 BatchScheduler::~BatchScheduler() {
@@ -29,15 +31,33 @@ Status BatchScheduler::Schedule(std::vector<std::unique_ptr<BatchTask>>& tasks) 
     if (stopping_) return Status::Unavailable("server is shutting down");
     int64_t rows = 0;
     for (const auto& t : tasks) rows += t->rows();
-    const int64_t limit = queue_.options().max_enqueued_rows;
-    if (queue_.queued_tasks() > 0 && queue_.queued_rows() + rows > limit) {
-      return Status::ResourceExhausted("queue full: " + std::to_string(queue_.queued_rows()) +
-                                       " of " + std::to_string(limit) +
-                                       " rows queued, request needs " + std::to_string(rows));
+    if (Status admitted = queue_.CheckAdmission(rows); !admitted.ok()) return admitted;
+    // Checked once per request, on the caller's thread: a few multiplications under the lock.
+    const bool by_time = options_.max_queue_delay_micros > 0 && cost_.measured();
+    int64_t wait = 0;
+    if (by_time) {
+      wait = WaitAheadMicrosLocked(clock_.NowMicros());
+      // The margin: how much longer than estimated recent tasks waited (99th percentile).
+      const int64_t expected = wait + std::max<int64_t>(0, cost_.wait_margin_micros());
+      if (expected > options_.max_queue_delay_micros) {
+        return Status::ResourceExhausted(
+            "overloaded: this request would wait about " + std::to_string(expected / 1000) +
+            " ms for the work ahead of it, over the " +
+            std::to_string(options_.max_queue_delay_micros / 1000) + " ms limit; retry later");
+      }
     }
+    // Each row's estimate, for the margin: the wait ahead plus its request's rows before it.
+    const BatchQueueOptions& q = queue_.options();
+    int64_t rows_before = 0, tokens_before = 0;
     for (auto& t : tasks) {
-      // Cannot fail: capacity was checked above for the whole request.
-      (void)queue_.Enqueue(t);
+      if (by_time) {
+        t->estimated_wait_micros =
+            wait + cost_.DrainMicros(rows_before, tokens_before, q.max_batch_size,
+                                     q.max_batch_tokens);
+        rows_before += t->rows();
+        tokens_before += t->rows() * t->length();
+      }
+      queue_.Push(std::move(t));
     }
     tasks.clear();
   }
@@ -76,10 +96,38 @@ size_t BatchScheduler::queued_tasks() const {
   return queue_.queued_tasks();
 }
 
-void BatchScheduler::WorkerLoop() {
+int64_t BatchScheduler::EstimatedWaitMicros() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!cost_.measured()) return 0;
+  return WaitAheadMicrosLocked(clock_.NowMicros()) +
+         std::max<int64_t>(0, cost_.wait_margin_micros());
+}
+
+BatchCostModel BatchScheduler::cost_model() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cost_;
+}
+
+int64_t BatchScheduler::WaitAheadMicrosLocked(int64_t now) const {
+  if (!cost_.measured()) return 0;
+  // The running batches' remainder: predicted at formation, less what has run. One that
+  // overruns its prediction counts as about to end; the fit learns its time when it does.
+  int64_t work = 0;
+  for (const Running& r : running_) {
+    if (r.busy) work += std::max<int64_t>(0, r.predicted_micros - (now - r.start_micros));
+  }
+  const BatchQueueOptions& q = queue_.options();
+  work += cost_.DrainMicros(queue_.queued_rows(), queue_.queued_tokens(), q.max_batch_size,
+                            q.max_batch_tokens);
+  // The workers drain it side by side.
+  return work / static_cast<int64_t>(running_.size());
+}
+
+void BatchScheduler::WorkerLoop(size_t worker) {
   std::vector<std::unique_ptr<BatchTask>> expired;
   for (;;) {
     Batch batch;
+    int64_t tokens = 0;  // Unpadded, for the cost model's padding.
     {
       std::unique_lock<std::mutex> lock(mutex_);
       for (;;) {
@@ -96,6 +144,16 @@ void BatchScheduler::WorkerLoop() {
       }
       queue_.RemoveExpired(expected_batch_micros_.load(std::memory_order_relaxed), &expired);
       batch = queue_.FormBatch();
+      if (!batch.tasks.empty()) {
+        for (const auto& t : batch.tasks) {
+          tokens += t->rows() * t->length();
+          if (t->estimated_wait_micros >= 0) {
+            cost_.ObserveWait(t->estimated_wait_micros,
+                              batch.formed_at_micros - t->enqueue_time_micros());
+          }
+        }
+        running_[worker] = {true, clock_.NowMicros(), cost_.BatchMicros(batch.padded_tokens())};
+      }
     }
     for (auto& t : expired) {
       t->Fail(Status::DeadlineExceeded(
@@ -104,9 +162,16 @@ void BatchScheduler::WorkerLoop() {
     expired.clear();
     if (batch.tasks.empty()) continue;
 
+    const int64_t padded_tokens = batch.padded_tokens();
     const int64_t start = clock_.NowMicros();
     RunBatch(batch);
     const int64_t took = clock_.NowMicros() - start;
+    {
+      // The whole batch as its worker spent it (engine, padding, answers), machine load in.
+      std::lock_guard<std::mutex> lock(mutex_);
+      cost_.Observe(padded_tokens, tokens, took);
+      running_[worker].busy = false;
+    }
     // EWMA with weight 1/8: follows load changes within a few batches, ignores one outlier.
     const int64_t old = expected_batch_micros_.load(std::memory_order_relaxed);
     expected_batch_micros_.store(old + (took - old) / 8, std::memory_order_relaxed);

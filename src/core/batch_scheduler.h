@@ -5,6 +5,15 @@
 // A process function that throws fails its own batch, not the process: the worker catches
 // the exception, fails the tasks still in the batch with Internal and goes on serving.
 //
+// Admission: a request is queued whole or refused whole (ResourceExhausted -> HTTP 429), by
+// the queue's row bound (batch_queue.h) and, with max_queue_delay_micros, by time: the work
+// ahead of it (what is left of the running batches, and the queued rows cut into batches at
+// the cost fitted to recent batches, batch_cost_model.h), plus the margin by which recent
+// tasks waited longer than estimated (99th percentile, fed back at batch formation), must
+// run within the bound. Its own rows do not count: they are its service time, not its wait,
+// so a large request is admitted behind a short wait and runs in as many batches as it
+// needs, and the requests after it see its rows ahead of them.
+//
 // Thread-safety: Schedule() and the accessors are safe from any thread. The process function
 // runs on worker threads, possibly concurrently when num_workers > 1.
 #pragma once
@@ -17,6 +26,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "core/batch_cost_model.h"
 #include "core/batch_queue.h"
 
 namespace tailcut {
@@ -31,6 +41,14 @@ struct BatchSchedulerOptions {
   // Initial guess of one batch's run time, used for deadline decisions until batches have
   // been measured (an exponentially weighted average of measured times replaces it).
   int64_t initial_batch_estimate_micros = 5000;
+  // Admission by time (see Admission above): the longest a request may be expected to wait
+  // before its first batch starts; beyond it the request is refused. An admitted request is
+  // then answered within about this plus its own batch. Lower it towards the latency SLO
+  // minus a batch to refuse rather than queue; 0 = off (the row bound alone). Applies once a
+  // batch has been measured.
+  int64_t max_queue_delay_micros = 0;
+  // How fast the batch cost estimate behind admission by time follows measured batches.
+  BatchCostModelOptions cost;
 };
 
 class BatchScheduler {
@@ -63,10 +81,25 @@ class BatchScheduler {
   size_t queued_tasks() const;
   // Exponentially weighted average of recent batch run times.
   int64_t expected_batch_micros() const { return expected_batch_micros_.load(); }
+  // The admission estimate now: how long a request queued now would wait for its first
+  // batch, the wait margin included (0 before any batch has been measured).
+  int64_t EstimatedWaitMicros() const;
+  // A copy of the fitted batch cost model.
+  BatchCostModel cost_model() const;
   const BatchSchedulerOptions& options() const { return options_; }
 
  private:
-  void WorkerLoop();
+  // A worker's batch in progress, for the admission estimate.
+  struct Running {
+    bool busy = false;
+    int64_t start_micros = 0;
+    int64_t predicted_micros = 0;
+  };
+
+  void WorkerLoop(size_t worker);
+  // The work ahead of a request queued now, per worker, without the wait margin; mutex_
+  // held.
+  int64_t WaitAheadMicrosLocked(int64_t now) const;
   // Calls process_ on `batch`; on an exception, fails what is left in it (see ProcessFn).
   void RunBatch(Batch& batch);
 
@@ -78,6 +111,8 @@ class BatchScheduler {
   std::condition_variable wake_;
   BatchQueue queue_;       // Guarded by mutex_.
   bool stopping_ = false;  // Guarded by mutex_.
+  BatchCostModel cost_;    // Guarded by mutex_.
+  std::vector<Running> running_;  // One per worker; guarded by mutex_.
   std::atomic<int64_t> expected_batch_micros_;
   std::vector<std::thread> workers_;
 };

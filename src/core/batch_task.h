@@ -37,6 +37,11 @@ class BatchTask {
   // Called exactly once, instead of running, when the task is dropped (deadline passed,
   // shutdown). Implementations answer their caller with `status`.
   virtual void Fail(const Status& status) = 0;
+
+  // Written by BatchScheduler when it admits the task by time: the wait it estimated for it
+  // (the work ahead of its request, and of its request's rows before it), which it compares
+  // with the actual wait when the task goes into a batch. -1 = none.
+  int64_t estimated_wait_micros = -1;
 };
 
 // Tasks that run together, in the order the batcher chose.

@@ -103,6 +103,7 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
   }
 
   BatchSchedulerOptions scheduler = options.scheduler;
+  scheduler.max_queue_delay_micros = options.max_queue_delay_micros;
   if (config.max_batch_size > 0) {
     scheduler.queue.max_batch_size =
         std::min<int64_t>(scheduler.queue.max_batch_size, config.max_batch_size);
@@ -490,22 +491,6 @@ Status TextEmbeddingServable::ScheduleItems(
     const std::shared_ptr<EmbedJob>& job, int variant, bool normalize, int64_t deadline,
     std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>>&& items) {
   const int64_t now = clock_.NowMicros();
-  if (options_.max_queue_delay_micros > 0) {
-    const int64_t cost = variants_[static_cast<size_t>(variant)]->nanos_per_token.load(
-        std::memory_order_relaxed);
-    int64_t tokens = 0;
-    for (const auto& [item, ticket] : items) tokens += static_cast<int64_t>(item.ids.size());
-    const int64_t queued = scheduler_->queued_tokens();
-    // Only with something queued: an idle model always takes a request, however large.
-    const int64_t expected_micros = (queued + tokens) * cost / 1000;
-    if (queued > 0 && cost > 0 && expected_micros > options_.max_queue_delay_micros) {
-      metrics_.rejected_queue_full->Inc();
-      return Status::ResourceExhausted(
-          "overloaded: the queued work would take about " + std::to_string(expected_micros / 1000) +
-          " ms to run, over the " + std::to_string(options_.max_queue_delay_micros / 1000) +
-          " ms limit; retry later");
-    }
-  }
   std::vector<std::unique_ptr<BatchTask>> tasks;
   tasks.reserve(items.size());
   for (auto& [item, ticket] : items) {
@@ -513,6 +498,7 @@ Status TextEmbeddingServable::ScheduleItems(
                                                     normalize, now, deadline, std::move(ticket),
                                                     cache_));
   }
+  // The scheduler admits by rows and by time (max_queue_delay_micros), whole or not at all.
   Status queued = scheduler_->Schedule(tasks);
   if (!queued.ok() && queued.code() == Status::Code::kResourceExhausted) {
     metrics_.rejected_queue_full->Inc();
@@ -548,7 +534,8 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
 
   busy_micros_.fetch_add(infer_end - start, std::memory_order_relaxed);
   if (s.ok() && batch.padded_tokens() > 0) {
-    // EWMA (weight 1/16) of the variant's cost per padded token, in nanoseconds.
+    // EWMA (weight 1/16) of the variant's cost per padded token, in nanoseconds: the
+    // controller compares the variants with it (admission has the scheduler's cost model).
     const int64_t sample = infer * 1000 / batch.padded_tokens();
     const int64_t old = variant.nanos_per_token.load(std::memory_order_relaxed);
     variant.nanos_per_token.store(old == 0 ? sample : old + (sample - old) / 16,

@@ -51,10 +51,14 @@ struct TextServableOptions {
   int64_t default_timeout_micros = 30'000'000;
   // Most inputs (texts) in one request; more is a 413.
   size_t max_inputs_per_request = 2048;
-  // Admission by time rather than by count: a request is refused (429) when the work already
-  // queued plus its own would take longer than this to run, at the measured cost per token.
-  // This bounds the latency of everything admitted under overload whatever the text lengths;
-  // max_enqueued_rows stays as a hard cap. 0 = off.
+  // Admission by time rather than by count (BatchSchedulerOptions::max_queue_delay_micros,
+  // which this sets): a request is refused (429) when the work ahead of it (the rest of the
+  // running batch and the queued rows, at a per-batch plus per-token cost fitted to recent
+  // batches, plus the measured margin by which rows waited longer than estimated) would take
+  // longer than this before its first batch starts. An admitted request is answered within
+  // about this plus its own batches, whatever the text lengths, and a request larger than
+  // the queue bound is admitted too (its rows run in several batches); max_enqueued_rows
+  // stays as a backstop. 0 = off.
   int64_t max_queue_delay_micros = 200'000;
   // Which variant serves requests that pin none, under load (see precision_controller.h).
   PrecisionPolicy precision;
@@ -127,7 +131,8 @@ class TextEmbeddingServable {
     std::unique_ptr<TextEmbeddingModel> model;  // Null when loading failed.
     std::string error;
     // Exponentially weighted inference cost, microseconds per padded token (x1000 fixed
-    // point so it fits an atomic integer); 0 until the variant has run.
+    // point so it fits an atomic integer); 0 until the variant has run. The controller's
+    // comparison of the variants (LoadSignals::accurate_slowdown).
     std::atomic<int64_t> nanos_per_token{0};
   };
 

@@ -128,6 +128,21 @@ TEST_F(BatchQueueTest, RefusesBeyondQueueBoundButAdmitsOneIntoEmptyQueue) {
   ASSERT_NE(next, nullptr);  // Handed back to the caller.
 }
 
+TEST_F(BatchQueueTest, LargeTaskIsAdmittedWhileFewRowsAreAhead) {
+  // The bound counts the rows ahead and the task's first batch (max_batch_size), not all of
+  // a task larger than the bound: such a task would otherwise need an empty queue.
+  BatchQueueOptions o;
+  o.max_batch_size = 2;
+  o.max_enqueued_rows = 4;
+  BatchQueue q(o, clock_);
+  Add(q, 1, 1);
+  std::unique_ptr<BatchTask> large = std::make_unique<FakeTask>(2, 1, 0, /*rows=*/10);
+  EXPECT_TRUE(q.Enqueue(large).ok());  // 1 ahead + 2 of its own <= 4.
+  EXPECT_EQ(q.queued_rows(), 11);
+  std::unique_ptr<BatchTask> next = std::make_unique<FakeTask>(3, 1, 0);
+  EXPECT_EQ(q.Enqueue(next).code(), Status::Code::kResourceExhausted);
+}
+
 TEST_F(BatchQueueTest, RemovesTasksThatCannotMeetTheirDeadline) {
   BatchQueueOptions o;
   BatchQueue q(o, clock_);

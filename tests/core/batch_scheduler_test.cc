@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <climits>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <set>
@@ -67,6 +69,209 @@ TEST(BatchSchedulerTest, FullQueueRefusesWholeRequestAndKeepsItsTasks) {
   EXPECT_EQ(scheduler.queued_rows(), 3);
   release.set_value();
   scheduler.Stop(/*drain=*/true);
+}
+
+// A process function the test drives: every batch blocks until the test ends it, so the
+// test decides with its ManualClock how long each batch took.
+class HeldBatches {
+ public:
+  BatchScheduler::ProcessFn Fn() {
+    return [this](Batch&& b) {
+      std::unique_lock<std::mutex> lock(mu_);
+      const int index = started_++;
+      rows_.push_back(b.rows);
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return ended_ > index; });
+    };
+  }
+  // Waits until `n` batches have begun.
+  void WaitStarted(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return started_ >= n; });
+  }
+  // Lets the oldest running batch end (after the test advanced the clock by its duration).
+  void EndOne() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++ended_;
+    cv_.notify_all();
+  }
+  void EndAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = INT_MAX;
+    cv_.notify_all();
+  }
+  // Ends every batch on leaving scope. Declared after the scheduler, so that a failed ASSERT
+  // does not leave the scheduler's destructor joining a worker held here.
+  struct Releaser {
+    HeldBatches* held;
+    ~Releaser() { held->EndAll(); }
+  };
+  std::vector<int64_t> rows() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rows_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int started_ = 0;
+  int ended_ = 0;
+  std::vector<int64_t> rows_;
+};
+
+// Runs one batch of `count` 8-token tasks taking `micros` by the clock, and returns when the
+// scheduler has measured it.
+void RunMeasuredBatch(BatchScheduler& scheduler, HeldBatches& held, ManualClock& clock,
+                      int* batches, int count, int64_t micros) {
+  auto tasks = Tasks(100 * *batches, count, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(tasks).ok());
+  held.WaitStarted(++*batches);
+  clock.AdvanceMicros(micros);
+  held.EndOne();
+  while (scheduler.cost_model().samples() < *batches) std::this_thread::yield();
+}
+
+TEST(BatchSchedulerTest, LargeRequestIsAdmittedBehindQueuedWork) {
+  // The row bound counts the rows ahead of a request and its first batch: a request with
+  // more rows than the whole bound gets in while others are queued, and refuses the next.
+  HeldBatches held;
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 4;
+  o.queue.max_enqueued_rows = 8;
+  BatchScheduler scheduler(o, held.Fn());
+  HeldBatches::Releaser releaser{&held};
+  auto first = Tasks(0, 1, 0);
+  ASSERT_TRUE(scheduler.Schedule(first).ok());
+  held.WaitStarted(1);  // The worker is busy; what follows queues.
+  auto small = Tasks(1, 2, 0);
+  ASSERT_TRUE(scheduler.Schedule(small).ok());
+  auto large = Tasks(10, 20, 0);  // 20 rows > the bound of 8; 2 ahead + 4 for its first batch.
+  ASSERT_TRUE(scheduler.Schedule(large).ok());
+  EXPECT_EQ(scheduler.queued_rows(), 22);
+  auto next = Tasks(40, 1, 0);
+  Status s = scheduler.Schedule(next);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(s.message().find("queue full"), std::string::npos) << s.message();
+  held.EndAll();
+  scheduler.Stop(/*drain=*/true);
+  int64_t ran = 0;
+  for (int64_t r : held.rows()) {
+    EXPECT_LE(r, 4);
+    ran += r;
+  }
+  EXPECT_EQ(ran, 23);  // The first, the two and the twenty, in batches of at most four.
+}
+
+TEST(BatchSchedulerTest, WaitEstimateCountsTheRunningBatchAndEveryBatchsFixedCost) {
+  ManualClock clock;
+  HeldBatches held;
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 4;
+  o.queue.max_batch_tokens = 0;
+  BatchScheduler scheduler(o, held.Fn(), clock);
+  HeldBatches::Releaser releaser{&held};
+  int batches = 0;
+  EXPECT_EQ(scheduler.EstimatedWaitMicros(), 0);  // Nothing measured yet.
+  // Batches cost 12 ms + 250 us per token: 8 tokens 14 ms, 32 tokens 20 ms.
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 4, 20'000);
+  const BatchCostModel cost = scheduler.cost_model();
+  EXPECT_NEAR(cost.fixed_micros(), 12'000, 1);
+  EXPECT_NEAR(cost.micros_per_token(), 250, 0.01);
+  EXPECT_EQ(scheduler.EstimatedWaitMicros(), 0);  // Idle: a request would start at once.
+
+  // A one-row batch starts (predicted 14 ms) and eight rows queue behind it: two batches.
+  auto running = Tasks(500, 1, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(running).ok());
+  held.WaitStarted(++batches);
+  auto queued = Tasks(600, 8, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(queued).ok());
+  EXPECT_NEAR(scheduler.EstimatedWaitMicros(), 14'000 + 2 * 12'000 + 64 * 250, 2);
+  clock.AdvanceMicros(4'000);  // What has run of the running batch no longer counts.
+  EXPECT_NEAR(scheduler.EstimatedWaitMicros(), 10'000 + 2 * 12'000 + 64 * 250, 2);
+  clock.AdvanceMicros(20'000);  // Overrunning its prediction: counted as about to end.
+  EXPECT_NEAR(scheduler.EstimatedWaitMicros(), 2 * 12'000 + 64 * 250, 2);
+  held.EndAll();
+  scheduler.Stop(/*drain=*/true);
+}
+
+TEST(BatchSchedulerTest, AdmissionByTimeRefusesPastTheBoundButNotForTheRequestsOwnRows) {
+  ManualClock clock;
+  HeldBatches held;
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 4;
+  o.queue.max_batch_tokens = 0;
+  o.max_queue_delay_micros = 100'000;
+  BatchScheduler scheduler(o, held.Fn(), clock);
+  HeldBatches::Releaser releaser{&held};
+  int batches = 0;
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 4, 20'000);
+
+  // Idle: a request of 400 rows (100 batches, ~2 s of work) is admitted; it is its own work.
+  auto large = Tasks(1000, 400, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(large).ok());
+  held.WaitStarted(++batches);
+  // Behind it, even one row would wait ~2 s: refused, and told why.
+  EXPECT_GT(scheduler.EstimatedWaitMicros(), 1'000'000);
+  auto one = Tasks(2000, 1, clock.NowMicros());
+  Status s = scheduler.Schedule(one);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(s.message().find("overloaded"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("100 ms limit"), std::string::npos) << s.message();
+  EXPECT_EQ(one.size(), 1u);  // Handed back whole.
+
+  // Drain the large request down to a wait within the bound: then a row is admitted again.
+  while (scheduler.EstimatedWaitMicros() > o.max_queue_delay_micros) {
+    clock.AdvanceMicros(20'000);
+    held.EndOne();
+    held.WaitStarted(++batches);
+  }
+  EXPECT_TRUE(scheduler.Schedule(one).ok());
+  held.EndAll();
+  scheduler.Stop(/*drain=*/true);
+}
+
+TEST(BatchSchedulerTest, TasksThatWaitedLongerThanEstimatedRaiseTheEstimate) {
+  ManualClock clock;
+  HeldBatches held;
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 4;
+  o.queue.max_batch_tokens = 0;
+  o.max_queue_delay_micros = 100'000;
+  o.cost.margin_step_micros = 1000;
+  BatchScheduler scheduler(o, held.Fn(), clock);
+  HeldBatches::Releaser releaser{&held};
+  int batches = 0;
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 4, 20'000);
+  const int64_t before = scheduler.cost_model().wait_margin_micros();
+  EXPECT_LT(before, 1000);  // Those waited about as estimated.
+
+  // A batch predicted at 14 ms takes 60 (the machine got slower): the four rows queued
+  // behind it wait far longer than estimated, and each raises the margin by 0.99 step (the
+  // one that started at once, as estimated, lowered it by 0.01 step).
+  auto running = Tasks(500, 1, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(running).ok());
+  held.WaitStarted(++batches);
+  auto queued = Tasks(600, 4, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(queued).ok());
+  clock.AdvanceMicros(60'000);
+  held.EndOne();
+  held.WaitStarted(++batches);
+  EXPECT_EQ(scheduler.cost_model().wait_margin_micros(), before - 10 + 4 * 990);
+  clock.AdvanceMicros(20'000);
+  held.EndOne();
+  while (scheduler.cost_model().samples() < batches) std::this_thread::yield();
+  // Idle again, and still a request would be estimated to wait the margin.
+  EXPECT_EQ(scheduler.EstimatedWaitMicros(), before - 10 + 4 * 990);
 }
 
 TEST(BatchSchedulerTest, StopWithoutDrainFailsQueuedTasks) {

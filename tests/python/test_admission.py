@@ -133,6 +133,54 @@ def test_flood_gets_only_correct_answers_or_429(start_server, repo, long_items):
     assert metric(m, "tailcut_queue_rejected_total") == statuses.get(429, 0)
 
 
+def test_request_larger_than_the_queue_bound_is_admitted_behind_queued_work(
+        start_server, repo, golden_items, hf_tokenizer):
+    # 2,048 inputs (the most a request may have) against a queue bound of 128 rows, while
+    # three requests are queued and a batch has been measured (admission by time is on):
+    # admitted, its rows run in batches of up to 64, and everything is answered correctly.
+    # Before, the row bound refused it while anything at all was queued, and the time
+    # estimate counted its own rows as queueing delay. The three stay queued because batches
+    # form only at 64 rows or 512 tokens, or after 5 s (which also ends the large request's
+    # last, smaller batch).
+    s = start_server("--max-queue", "128", "--max-batch-size", "64", "--cache.enabled=false",
+                     "--batch-timeout-micros", "5000000", "--batching.max_batch_tokens", "512",
+                     model_repository=repo, name="large")
+    r = s.post("/v1/embeddings", {"input": ["word " * 300] * 2})  # 512 tokens: batches now.
+    assert r.status_code == 200, r.text
+    assert metric(s.metrics(), "tailcut_batches_total") >= 1
+    short = [g for g in golden_items if 3 <= len(hf_tokenizer.encode(g.text).ids) <= 20][:16]
+    assert len(short) == 16
+    queued: dict[int, requests.Response] = {}
+
+    def send_queued(i: int) -> None:
+        queued[i] = requests.post(s.url("/v1/embeddings"), json={"input": short[i].text},
+                                  timeout=120)
+
+    waiting = [threading.Thread(target=send_queued, args=(i,)) for i in range(3)]
+    for t in waiting:
+        t.start()
+    deadline = time.monotonic() + 60
+    while metric(s.metrics(), "tailcut_queue_rows", f'model="{DEFAULT_MODEL_NAME}"') < 3:
+        assert time.monotonic() < deadline, "the first 3 requests never queued"
+        time.sleep(0.01)
+
+    texts = [short[i % len(short)].text for i in range(2048)]
+    assert not queued, "the three must still be queued when the large request arrives"
+    large = s.post("/v1/embeddings", {"input": texts}, headers={"X-Request-Timeout-Ms": "300000"},
+                   timeout=300)
+    assert large.status_code == 200, large.text[:300]
+    data = large.json()["data"]
+    assert len(data) == 2048
+    for i in (0, 1, 15, 1000, 2047):
+        got = np.asarray(data[i]["embedding"])
+        assert cosine_rows(got, short[i % len(short)].embedding)[0] >= GOLDEN_COSINE
+    for t in waiting:
+        t.join(timeout=120)
+    assert len(queued) == 3
+    for i, r in queued.items():
+        check_embedding(r, short[i])
+
+
 def test_deadline_under_load_is_504(start_server, repo, long_items):
     s = start_server("--max-batch-size", "4", "--cache.enabled=false",
                      "--requests.max_queue_delay_millis", "0", model_repository=repo,
