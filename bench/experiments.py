@@ -18,6 +18,8 @@ generator and prints (and saves) a JSON report for BENCHMARKS.md:
               texts (issue: quantization)
   precision-cache  the Zipf workload with the cache on: capacity with the precision
               controller on vs off (issue: vectors that stay consistent)
+  io-isolation  small requests on one connection, alone and while another connection sends
+              4 MiB bodies that cost only parsing: their latency (issue: robustness)
   faults      verified load (every vector checked) while Redis is killed, paused and
               restarted, the model file is replaced and reloaded, and SIGTERM arrives: failed
               and wrong answers per fault (issue: hardening)
@@ -646,6 +648,67 @@ def reference_vectors(texts: list[str], tmp: Path) -> dict[str, list[float]]:
     return out
 
 
+def exp_io_isolation(args, tmp: Path) -> dict:
+    """Small requests on one connection while another sends 4 MiB bodies whose cost is all
+    parsing (two million numbers in a field the route ignores): the small requests' latency
+    alone and beside them, per repeat."""
+    import http.client  # noqa: PLC0415
+    import statistics  # noqa: PLC0415
+    big = b'{"input": "still here", "pad": [' + b"0," * 1_999_990 + b'0]}'
+    small = json.dumps({"input": "still here"}).encode()
+    headers = {"Content-Type": "application/json"}
+
+    def post(conn, body):
+        conn.request("POST", "/v1/embeddings", body=body, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+
+    def smalls(port: int, count: int) -> list[float]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        out = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            post(conn, small)
+            out.append((time.perf_counter() - t0) * 1e3)
+            time.sleep(0.005)
+        conn.close()
+        return out
+
+    def pct(xs: list[float]) -> dict:
+        q = statistics.quantiles(xs, n=100)
+        return {"p50": round(statistics.median(xs), 2), "p90": round(q[89], 2),
+                "p99": round(q[98], 2), "max": round(max(xs), 2)}
+
+    out: dict = {"flags": args.flags, "repeats": []}
+    with Tailcut(args.flags, tmp / "io.log", fp32_only_repo(tmp)) as s:
+        smalls(s.port, 20)  # The small input is cached from here on.
+        for _ in range(args.repeats):
+            alone = smalls(s.port, 200)
+            stop = threading.Event()
+            big_ms: list[float] = []
+
+            def sender():
+                conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+                while not stop.is_set():
+                    t0 = time.perf_counter()
+                    post(conn, big)
+                    big_ms.append((time.perf_counter() - t0) * 1e3)
+                conn.close()
+
+            t = threading.Thread(target=sender)
+            t.start()
+            while not big_ms:
+                time.sleep(0.01)
+            beside = smalls(s.port, 200)
+            stop.set()
+            t.join()
+            out["repeats"].append({"alone_ms": pct(alone), "beside_4mib_ms": pct(beside),
+                                   "big_request_median_ms": round(statistics.median(big_ms), 1),
+                                   "big_requests": len(big_ms)})
+    return out
+
+
 def exp_faults(args, tmp: Path) -> dict:
     import math
     lines = (rb.WORKLOADS_DIR / "zipf.jsonl").read_text().splitlines()
@@ -722,7 +785,7 @@ def exp_faults(args, tmp: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("experiment", choices=["capacity", "load-step", "overload", "soak", "cache", "variants",
-                                                   "faults", "precision-cache"])
+                                                   "faults", "precision-cache", "io-isolation"])
     ap.add_argument("--workload", default="short")
     ap.add_argument("--start-rate", type=float, default=200)
     ap.add_argument("--sustainable", type=float, default=0, help="overload: skip the capacity search")
@@ -739,6 +802,7 @@ def main() -> int:
     ap.add_argument("--variants", default="", help="variants: only these (comma-separated names)")
     ap.add_argument("--connections", type=int, default=1000,
                     help="overload: load-generator connections during the overload phases")
+    ap.add_argument("--repeats", type=int, default=3, help="io-isolation: repeats")
     ap.add_argument("--neighbour", type=int, default=0,
                     help="overload: this many nice-19 compiler loops run during each phase")
     ap.add_argument("--clients", type=int, default=8, help="faults: closed-loop client threads")
@@ -758,7 +822,8 @@ def main() -> int:
     try:
         fn = {"capacity": exp_capacity, "load-step": exp_load_step, "overload": exp_overload,
               "soak": exp_soak, "cache": exp_cache, "variants": exp_variants,
-              "faults": exp_faults, "precision-cache": exp_precision_cache}[args.experiment]
+              "faults": exp_faults, "precision-cache": exp_precision_cache,
+              "io-isolation": exp_io_isolation}[args.experiment]
         result = fn(args, tmp)
     finally:
         rb.stop_all()
