@@ -362,6 +362,11 @@ def exp_overload(args, tmp: Path) -> dict:
                 # queue, and read-to-response-ready for every answer (200 and 429 alike).
                 "server_queue_p99_ms": hist_quantile(during, "tailcut_stage_duration_seconds",
                                                      {"stage": "queue"}, 0.99, since=scrape),
+                # One batch's run time: the "plus one batch" of the admitted-latency bound.
+                "server_batch_p50_ms": hist_quantile(during, "tailcut_stage_duration_seconds",
+                                                     {"stage": "infer"}, 0.50, since=scrape),
+                "server_batch_p99_ms": hist_quantile(during, "tailcut_stage_duration_seconds",
+                                                     {"stage": "infer"}, 0.99, since=scrape),
                 "server_total_p50_ms": hist_quantile(during, "tailcut_request_stage_duration_seconds",
                                                      {"route": "/v1/embeddings", "stage": "total"},
                                                      0.50, since=scrape),
@@ -832,6 +837,8 @@ def main() -> int:
     result["seconds"] = round(time.monotonic() - t0, 1)
     result["command"] = "bench/experiments.py " + " ".join(sys.argv[1:])
     path = RESULTS / f"{args.experiment}-{datetime.now().strftime('%Y-%m-%d-%H%M')}.json"
+    if path.exists():  # Two runs in one minute: keep both.
+        path = path.with_name(f"{args.experiment}-{datetime.now().strftime('%Y-%m-%d-%H%M%S')}.json")
     path.write_text(json.dumps(result, indent=1))
     if args.experiment == "load-step":
         plot_load_step(result, path.with_suffix(".png"))
