@@ -198,14 +198,21 @@ TEST(BatchSchedulerTest, WaitEstimateCountsTheRunningBatchAndEveryBatchsFixedCos
   scheduler.Stop(/*drain=*/true);
 }
 
-TEST(BatchSchedulerTest, AdmissionByTimeRefusesPastTheBoundButNotForTheRequestsOwnRows) {
-  ManualClock clock;
-  HeldBatches held;
+// One worker, batches of 4 rows whatever their length, admission bounded at 100 ms: the
+// admission tests' scheduler.
+BatchSchedulerOptions AdmissionOptions() {
   BatchSchedulerOptions o;
   o.num_workers = 1;
   o.queue.max_batch_size = 4;
   o.queue.max_batch_tokens = 0;
   o.max_queue_delay_micros = 100'000;
+  return o;
+}
+
+TEST(BatchSchedulerTest, AdmissionByTimeRefusesPastTheBoundButNotForTheRequestsOwnRows) {
+  ManualClock clock;
+  HeldBatches held;
+  BatchSchedulerOptions o = AdmissionOptions();
   BatchScheduler scheduler(o, held.Fn(), clock);
   HeldBatches::Releaser releaser{&held};
   int batches = 0;
@@ -240,11 +247,7 @@ TEST(BatchSchedulerTest, AdmissionByTimeRefusesPastTheBoundButNotForTheRequestsO
 TEST(BatchSchedulerTest, TasksThatWaitedLongerThanEstimatedRaiseTheEstimate) {
   ManualClock clock;
   HeldBatches held;
-  BatchSchedulerOptions o;
-  o.num_workers = 1;
-  o.queue.max_batch_size = 4;
-  o.queue.max_batch_tokens = 0;
-  o.max_queue_delay_micros = 100'000;
+  BatchSchedulerOptions o = AdmissionOptions();
   o.cost.margin_step_micros = 1000;
   BatchScheduler scheduler(o, held.Fn(), clock);
   HeldBatches::Releaser releaser{&held};

@@ -38,6 +38,26 @@ def metric(metrics: str, name: str, labels: str = "") -> float:
     return total
 
 
+def send_until_queued(s, texts: list[str]) -> tuple[dict[int, requests.Response],
+                                                     list[threading.Thread]]:
+    """Sends each text as its own request from its own thread and returns once all of them are
+    in the model's queue: the answers (filled in as they come) and the threads to join."""
+    answers: dict[int, requests.Response] = {}
+
+    def send(i: int) -> None:
+        answers[i] = requests.post(s.url("/v1/embeddings"), json={"input": texts[i]},
+                                   timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while metric(s.metrics(), "tailcut_queue_rows", f'model="{DEFAULT_MODEL_NAME}"') < len(texts):
+        assert time.monotonic() < deadline, f"the first {len(texts)} requests never queued"
+        time.sleep(0.01)
+    return answers, threads
+
+
 def check_embedding(response: requests.Response, item) -> None:
     assert response.status_code == 200, response.text[:300]
     got = np.asarray(response.json()["data"][0]["embedding"])
@@ -63,19 +83,7 @@ def test_full_queue_is_refused_at_once(start_server, repo, golden_items, hf_toke
                      model_repository=repo, name="overload")
     short = [g for g in golden_items if 3 <= len(hf_tokenizer.encode(g.text).ids) <= 20][:7]
     assert len(short) == 7
-    admitted: dict[int, requests.Response] = {}
-
-    def send_admitted(i: int) -> None:
-        admitted[i] = requests.post(s.url("/v1/embeddings"), json={"input": short[i].text},
-                                    timeout=120)
-
-    first = [threading.Thread(target=send_admitted, args=(i,)) for i in range(7)]
-    for t in first:
-        t.start()
-    deadline = time.monotonic() + 60
-    while metric(s.metrics(), "tailcut_queue_rows", f'model="{DEFAULT_MODEL_NAME}"') < 7:
-        assert time.monotonic() < deadline, "the first 7 requests never queued"
-        time.sleep(0.01)
+    admitted, first = send_until_queued(s, [g.text for g in short])
 
     flood: dict[int, requests.Response] = {}
 
@@ -150,19 +158,7 @@ def test_request_larger_than_the_queue_bound_is_admitted_behind_queued_work(
     assert metric(s.metrics(), "tailcut_batches_total") >= 1
     short = [g for g in golden_items if 3 <= len(hf_tokenizer.encode(g.text).ids) <= 20][:16]
     assert len(short) == 16
-    queued: dict[int, requests.Response] = {}
-
-    def send_queued(i: int) -> None:
-        queued[i] = requests.post(s.url("/v1/embeddings"), json={"input": short[i].text},
-                                  timeout=120)
-
-    waiting = [threading.Thread(target=send_queued, args=(i,)) for i in range(3)]
-    for t in waiting:
-        t.start()
-    deadline = time.monotonic() + 60
-    while metric(s.metrics(), "tailcut_queue_rows", f'model="{DEFAULT_MODEL_NAME}"') < 3:
-        assert time.monotonic() < deadline, "the first 3 requests never queued"
-        time.sleep(0.01)
+    queued, waiting = send_until_queued(s, [g.text for g in short[:3]])
 
     texts = [short[i % len(short)].text for i in range(2048)]
     assert not queued, "the three must still be queued when the large request arrives"
