@@ -162,16 +162,24 @@ void BatchScheduler::WorkerLoop(size_t worker) {
     expired.clear();
     if (batch.tasks.empty()) continue;
 
-    const int64_t padded_tokens = batch.padded_tokens();
+    const int64_t formed_rows = batch.rows;
     const int64_t start = clock_.NowMicros();
     RunBatch(batch);
     const int64_t took = clock_.NowMicros() - start;
+    // The process function may have dropped rows whose request had ended (ProcessFn): the fit
+    // learns from what ran, and a batch that ran nothing teaches it nothing (a disconnected
+    // client's rows would otherwise make every batch look free).
+    const int64_t ran_rows = batch.rows;
     {
       // The whole batch as its worker spent it (engine, padding, answers), machine load in.
       std::lock_guard<std::mutex> lock(mutex_);
-      cost_.Observe(padded_tokens, tokens, took);
+      if (ran_rows > 0) {
+        cost_.Observe(batch.padded_tokens(), tokens * ran_rows / std::max<int64_t>(1, formed_rows),
+                      took);
+      }
       running_[worker].busy = false;
     }
+    if (ran_rows <= 0) continue;
     // EWMA with weight 1/8: follows load changes within a few batches, ignores one outlier.
     const int64_t old = expected_batch_micros_.load(std::memory_order_relaxed);
     expected_batch_micros_.store(old + (took - old) / 8, std::memory_order_relaxed);

@@ -57,6 +57,9 @@ class BatchScheduler {
   // every task still in `batch.tasks` (non-null: one handed on elsewhere is moved out first)
   // with Internal naming the exception, so a task answered before the throw is failed too:
   // tasks must tolerate Fail() after completing (EmbedItemTask ignores it).
+  // It may also fail and leave out tasks not worth running (their request ended while
+  // queued), lowering batch.rows and batch.max_length to what it ran: the cost model then
+  // learns from what ran.
   using ProcessFn = std::function<void(Batch&& batch)>;
 
   BatchScheduler(const BatchSchedulerOptions& options, ProcessFn process,

@@ -277,6 +277,28 @@ TEST(BatchSchedulerTest, TasksThatWaitedLongerThanEstimatedRaiseTheEstimate) {
   EXPECT_EQ(scheduler.EstimatedWaitMicros(), before - 10 + 4 * 990);
 }
 
+TEST(BatchSchedulerTest, BatchesWhoseRowsWereAllDroppedTeachTheCostModelNothing) {
+  // A process function leaves out rows whose request ended (a client went away): a batch
+  // that ran nothing took no time, and the fit must not take it for a free batch.
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 4;
+  o.queue.batch_timeout_micros = 0;
+  BatchScheduler scheduler(o, [](Batch&& b) {
+    if (IdOf(b.tasks.front()) < 100) return;  // Ran.
+    for (auto& t : b.tasks) t->Fail(Status::Cancelled("the client closed the connection"));
+    b.tasks.clear();
+    b.rows = 0;
+    b.max_length = 0;
+  });
+  for (int first : {0, 100, 104, 4}) {
+    auto tasks = Tasks(first, 4, SystemClock::Get().NowMicros());
+    ASSERT_TRUE(scheduler.Schedule(tasks).ok());
+  }
+  scheduler.Stop(/*drain=*/true);  // Joins the worker: its bookkeeping is done.
+  EXPECT_EQ(scheduler.cost_model().samples(), 2);
+}
+
 TEST(BatchSchedulerTest, StopWithoutDrainFailsQueuedTasks) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
