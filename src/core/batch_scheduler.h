@@ -1,4 +1,4 @@
-// BatchScheduler: the threads around a BatchQueue. Callers on IO threads Schedule() tasks
+// BatchScheduler: the threads around a BatchQueue. Callers (request threads) Schedule() tasks
 // and return at once; dedicated worker threads form batches by the queue's policy and hand
 // each to the model's process function. No model work ever runs on the caller's thread.
 //

@@ -6,7 +6,7 @@
 // failure (later completions are then ignored).
 //
 // Thread-safety: EmbedJob's methods are safe to call from any thread (batch workers, the
-// Redis client thread and the IO thread complete rows concurrently). An EmbedItemTask is
+// Redis client thread and the request's own thread complete rows concurrently). An EmbedItemTask is
 // owned by one thread at a time.
 #pragma once
 

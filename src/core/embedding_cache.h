@@ -2,8 +2,8 @@
 // repeated input costs microseconds and never waits behind the batcher (Triton's order:
 // cache first, queue second). For each input of a request, in order:
 //
-//   1. L1 (in-process, W-TinyLFU) on the calling IO thread (an item's read_first key, when
-//      it has one, before its own);
+//   1. L1 (in-process, W-TinyLFU) on the calling (work-pool) thread (an item's read_first
+//      key, when it has one, before its own);
 //   2. L2 (Redis, optional) with one pipelined MGET for all of the request's L1 misses;
 //   3. single-flight in this process: a miss whose key is already being computed waits for
 //      that computation instead of queueing a second one;

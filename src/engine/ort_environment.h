@@ -19,13 +19,13 @@ namespace tailcut {
 struct OrtEnvironmentOptions {
   // Threads one inference may use (ONNX Runtime's intra-op pool, shared by all sessions).
   // 0 = the CPUs this process may use (common/cpu_quota.h: affinity and cgroup quota).
-  // Fewer leaves cores to the IO threads; more than that hurts.
+  // Fewer leaves cores to the IO and work-pool threads; more than that hurts.
   int intra_op_threads = 0;
   // Threads for running independent graph branches in parallel; 1 is right for transformer
   // encoders, whose graphs are chains.
   int inter_op_threads = 1;
   // Let pool threads spin for a while before sleeping. Spinning cuts the wake-up latency of
-  // back-to-back batches but burns the cores the IO threads need between batches.
+  // back-to-back batches but burns the cores the request threads need between batches.
   bool allow_spinning = false;
   // ONNX Runtime's own log threshold: 0 verbose .. 4 fatal.
   int log_severity = 3;

@@ -4,8 +4,8 @@
 // Extensions beyond OpenAI's schema, all optional: `precision` (pin a variant), header
 // X-Request-Timeout-Ms (deadline), Cache-Control no-cache / no-store.
 //
-// Thread-safety: handlers run on IO threads and answer from worker threads; they share only
-// the ApiContext, which is thread-safe.
+// Thread-safety: handlers run on work-pool threads and answer from the pool too (ApiContext
+// hands results there); they share only the ApiContext, which is thread-safe.
 #pragma once
 
 #include "server/api_context.h"
