@@ -48,15 +48,18 @@ std::optional<int64_t> BatchQueue::NextReadyTimeMicros() const {
 }
 
 void BatchQueue::RemoveExpired(int64_t expected_batch_micros,
-                               std::vector<std::unique_ptr<BatchTask>>* expired) {
+                               std::vector<std::unique_ptr<BatchTask>>* expired,
+                               std::vector<std::unique_ptr<BatchTask>>* abandoned) {
   const int64_t finish_by = clock_.NowMicros() + expected_batch_micros;
   auto keep = tasks_.begin();
   for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
     const int64_t deadline = (*it)->deadline_micros();
-    if (deadline > 0 && deadline < finish_by) {
+    const bool late = deadline > 0 && deadline < finish_by;
+    const bool ended = !late && abandoned && (*it)->abandoned();
+    if (late || ended) {
       queued_rows_ -= (*it)->rows();
       queued_tokens_ -= (*it)->rows() * (*it)->length();
-      expired->push_back(std::move(*it));
+      (late ? expired : abandoned)->push_back(std::move(*it));
     } else {
       if (keep != it) *keep = std::move(*it);
       ++keep;

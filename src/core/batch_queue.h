@@ -16,7 +16,8 @@
 //    ties, while rows x longest length stays within max_batch_tokens. Short texts are thus
 //    not padded to a long one that happens to be queued beside them.
 //  - Deadlines: tasks whose deadline is before now + the expected batch time are removed and
-//    handed back for failing; they would only waste compute.
+//    handed back for failing; they would only waste compute. So are tasks whose request
+//    ended while they waited (BatchTask::abandoned()).
 //
 // Thread-safety: none; BatchScheduler serialises access under its mutex.
 #pragma once
@@ -75,9 +76,11 @@ class BatchQueue {
   std::optional<int64_t> NextReadyTimeMicros() const;
 
   // Removes tasks that cannot meet their deadline given `expected_batch_micros`, into
-  // `expired`. Call before FormBatch().
+  // `expired`, and (when `abandoned` is given) tasks whose request ended
+  // (BatchTask::abandoned()), into `abandoned`. Call before FormBatch().
   void RemoveExpired(int64_t expected_batch_micros,
-                     std::vector<std::unique_ptr<BatchTask>>* expired);
+                     std::vector<std::unique_ptr<BatchTask>>* expired,
+                     std::vector<std::unique_ptr<BatchTask>>* abandoned = nullptr);
 
   // Takes the next batch off the queue (empty if the queue is).
   Batch FormBatch();

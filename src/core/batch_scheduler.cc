@@ -124,7 +124,7 @@ int64_t BatchScheduler::WaitAheadMicrosLocked(int64_t now) const {
 }
 
 void BatchScheduler::WorkerLoop(size_t worker) {
-  std::vector<std::unique_ptr<BatchTask>> expired;
+  std::vector<std::unique_ptr<BatchTask>> expired, abandoned;
   for (;;) {
     Batch batch;
     int64_t tokens = 0;  // Unpadded, for the cost model's padding.
@@ -142,7 +142,8 @@ void BatchScheduler::WorkerLoop(size_t worker) {
         const int64_t wait = next ? *next - clock_.NowMicros() : 0;
         if (wait > 0) wake_.wait_for(lock, std::chrono::microseconds(wait));
       }
-      queue_.RemoveExpired(expected_batch_micros_.load(std::memory_order_relaxed), &expired);
+      queue_.RemoveExpired(expected_batch_micros_.load(std::memory_order_relaxed), &expired,
+                           &abandoned);
       batch = queue_.FormBatch();
       if (!batch.tasks.empty()) {
         for (const auto& t : batch.tasks) {
@@ -160,26 +161,26 @@ void BatchScheduler::WorkerLoop(size_t worker) {
           "request deadline passed while queued; it could not be served in time"));
     }
     expired.clear();
+    for (auto& t : abandoned) {
+      if (options_.dropped_rows) options_.dropped_rows->Inc(static_cast<double>(t->rows()));
+      // Failing (not just forgetting) the row ends a single-flight it leads: requests that
+      // joined it from elsewhere then compute it themselves (EmbeddingCache::MakeWaiter).
+      t->Fail(Status::Cancelled("the request ended while queued (its client went away, or "
+                                "another of its rows failed)"));
+    }
+    abandoned.clear();
     if (batch.tasks.empty()) continue;
 
-    const int64_t formed_rows = batch.rows;
+    const int64_t padded_tokens = batch.padded_tokens();
     const int64_t start = clock_.NowMicros();
     RunBatch(batch);
     const int64_t took = clock_.NowMicros() - start;
-    // The process function may have dropped rows whose request had ended (ProcessFn): the fit
-    // learns from what ran, and a batch that ran nothing teaches it nothing (a disconnected
-    // client's rows would otherwise make every batch look free).
-    const int64_t ran_rows = batch.rows;
     {
       // The whole batch as its worker spent it (engine, padding, answers), machine load in.
       std::lock_guard<std::mutex> lock(mutex_);
-      if (ran_rows > 0) {
-        cost_.Observe(batch.padded_tokens(), tokens * ran_rows / std::max<int64_t>(1, formed_rows),
-                      took);
-      }
+      cost_.Observe(padded_tokens, tokens, took);
       running_[worker].busy = false;
     }
-    if (ran_rows <= 0) continue;
     // EWMA with weight 1/8: follows load changes within a few batches, ignores one outlier.
     const int64_t old = expected_batch_micros_.load(std::memory_order_relaxed);
     expected_batch_micros_.store(old + (took - old) / 8, std::memory_order_relaxed);

@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "core/batch_cost_model.h"
 #include "core/batch_queue.h"
+#include "obs/metrics.h"
 
 namespace tailcut {
 
@@ -49,6 +50,9 @@ struct BatchSchedulerOptions {
   int64_t max_queue_delay_micros = 0;
   // How fast the batch cost estimate behind admission by time follows measured batches.
   BatchCostModelOptions cost;
+  // Counts the rows dropped unrun because their request ended (BatchTask::abandoned());
+  // may be null. The model's tailcut_dropped_rows_total.
+  Counter* dropped_rows = nullptr;
 };
 
 class BatchScheduler {
@@ -57,9 +61,6 @@ class BatchScheduler {
   // every task still in `batch.tasks` (non-null: one handed on elsewhere is moved out first)
   // with Internal naming the exception, so a task answered before the throw is failed too:
   // tasks must tolerate Fail() after completing (EmbedItemTask ignores it).
-  // It may also fail and leave out tasks not worth running (their request ended while
-  // queued), lowering batch.rows and batch.max_length to what it ran: the cost model then
-  // learns from what ran.
   using ProcessFn = std::function<void(Batch&& batch)>;
 
   BatchScheduler(const BatchSchedulerOptions& options, ProcessFn process,

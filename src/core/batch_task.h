@@ -34,8 +34,13 @@ class BatchTask {
   // make it is dropped from the queue and failed instead of run.
   virtual int64_t deadline_micros() const { return 0; }
 
+  // Whether running the task is wasted: its request ended while it was queued (the client
+  // went away, or another of its rows failed). The batcher then drops it unrun, like a task
+  // past its deadline, and fails it with Cancelled.
+  virtual bool abandoned() const { return false; }
+
   // Called exactly once, instead of running, when the task is dropped (deadline passed,
-  // shutdown). Implementations answer their caller with `status`.
+  // request abandoned, shutdown). Implementations answer their caller with `status`.
   virtual void Fail(const Status& status) = 0;
 
   // Written by BatchScheduler when it admits the task by time: the wait it estimated for it

@@ -95,6 +95,8 @@ class EmbedItemTask final : public BatchTask {
   uint64_t batch_key() const override { return static_cast<uint64_t>(variant_); }
   int64_t enqueue_time_micros() const override { return enqueued_; }
   int64_t deadline_micros() const override { return deadline_; }
+  // Its request ended while it was queued: the client went away, or another row failed.
+  bool abandoned() const override { return job_->cancelled() || job_->finished(); }
   // Ignored once Complete() has run (a batch that throws after answering some of its tasks
   // fails them all: the cache's single-flight must not be completed a second time).
   void Fail(const Status& status) override;

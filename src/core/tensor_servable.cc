@@ -23,6 +23,8 @@ class TensorTask final : public BatchTask {
   uint64_t batch_key() const override { return key_; }
   int64_t enqueue_time_micros() const override { return enqueued_; }
   int64_t deadline_micros() const override { return deadline_; }
+  // The client went away while the request was queued.
+  bool abandoned() const override { return IsCancelled(request_.cancellation); }
   void Fail(const Status& status) override { done_(status); }
 
   TensorRequest& request() { return request_; }
@@ -98,6 +100,7 @@ Result<std::unique_ptr<TensorServable>> TensorServable::Load(const ModelConfig& 
         std::min<int64_t>(scheduler.queue.max_batch_size, config.max_batch_size);
   }
   scheduler.queue.max_batch_tokens = 0;  // Rows are the cost unit for tensors.
+  scheduler.dropped_rows = s->metrics_.dropped_rows;
   TensorServable* self = s.get();
   s->scheduler_ = std::make_unique<BatchScheduler>(
       scheduler, [self](Batch&& batch) { self->ProcessBatch(std::move(batch)); }, clock);
@@ -155,16 +158,6 @@ void TensorServable::Infer(TensorRequest request, TensorCallback done) {
 
 void TensorServable::ProcessBatch(Batch&& batch) {
   const int64_t start = clock_.NowMicros();
-  // Requests whose client went away while queued are not run.
-  std::erase_if(batch.tasks, [&](std::unique_ptr<BatchTask>& t) {
-    auto& task = static_cast<TensorTask&>(*t);
-    if (!IsCancelled(task.request().cancellation)) return false;
-    batch.rows -= task.rows();
-    metrics_.dropped_rows->Inc(static_cast<double>(task.rows()));
-    task.Fail(Status::Cancelled("the client closed the connection"));
-    return true;
-  });
-  if (batch.tasks.empty()) return;
   std::vector<TensorTask*> tasks;
   for (auto& t : batch.tasks) tasks.push_back(static_cast<TensorTask*>(t.get()));
   TensorRequest& first = tasks.front()->request();

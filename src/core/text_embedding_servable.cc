@@ -104,6 +104,7 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
 
   BatchSchedulerOptions scheduler = options.scheduler;
   scheduler.max_queue_delay_micros = options.max_queue_delay_micros;
+  scheduler.dropped_rows = s->metrics_.dropped_rows;
   if (config.max_batch_size > 0) {
     scheduler.queue.max_batch_size =
         std::min<int64_t>(scheduler.queue.max_batch_size, config.max_batch_size);
@@ -508,8 +509,6 @@ Status TextEmbeddingServable::ScheduleItems(
 
 void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
   const int64_t start = clock_.NowMicros();
-  DropEndedRequests(batch);
-  if (batch.tasks.empty()) return;
   auto& first = static_cast<EmbedItemTask&>(*batch.tasks.front());
   Variant& variant = *variants_[static_cast<size_t>(first.variant())];
   const TextEmbeddingModel& model = *variant.model;
@@ -575,29 +574,6 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
     }
     item.Complete(row, queued, infer_start - batch.formed_at_micros, infer);
   }
-}
-
-void TextEmbeddingServable::DropEndedRequests(Batch& batch) {
-  size_t kept = 0;
-  for (auto& t : batch.tasks) {
-    auto& item = static_cast<EmbedItemTask&>(*t);
-    const bool cancelled = item.job().cancelled();
-    if (!cancelled && !item.job().finished()) {
-      if (&batch.tasks[kept] != &t) batch.tasks[kept] = std::move(t);
-      ++kept;
-      continue;
-    }
-    // Failing (not just forgetting) the row ends its single-flight: requests that joined it
-    // from elsewhere then compute it themselves (EmbeddingCache::MakeWaiter).
-    item.Fail(cancelled ? Status::Cancelled("the client closed the connection")
-                        : Status::Cancelled("the request already ended"));
-    metrics_.dropped_rows->Inc();
-  }
-  if (kept == batch.tasks.size()) return;
-  batch.tasks.resize(kept);
-  batch.rows = static_cast<int64_t>(kept);
-  batch.max_length = 0;
-  for (const auto& t : batch.tasks) batch.max_length = std::max(batch.max_length, t->length());
 }
 
 ModelDescription TextEmbeddingServable::Describe() const {

@@ -139,9 +139,6 @@ class TextEmbeddingServable {
   TextEmbeddingServable(const ModelConfig& config, const TextServableOptions& options,
                         const ServableMetrics& metrics, const Clock& clock);
   void ProcessBatch(Batch&& batch);
-  // Fails and removes the rows of requests that ended while queued (cancelled by their
-  // client, or failed by another row), so the model does not compute them.
-  void DropEndedRequests(Batch& batch);
   // Queues items the model must compute (the cache's schedule step).
   Status ScheduleItems(const std::shared_ptr<EmbedJob>& job, int variant, bool normalize,
                        int64_t deadline,

@@ -278,25 +278,37 @@ TEST(BatchSchedulerTest, TasksThatWaitedLongerThanEstimatedRaiseTheEstimate) {
 }
 
 TEST(BatchSchedulerTest, BatchesWhoseRowsWereAllDroppedTeachTheCostModelNothing) {
-  // A process function leaves out rows whose request ended (a client went away): a batch
-  // that ran nothing took no time, and the fit must not take it for a free batch.
+  // Rows whose request ended while queued (a client went away) are dropped before a batch
+  // forms: they never run, are failed with Cancelled, and the fit never sees a batch of
+  // them as a free batch.
   BatchSchedulerOptions o;
   o.num_workers = 1;
   o.queue.max_batch_size = 4;
   o.queue.batch_timeout_micros = 0;
-  BatchScheduler scheduler(o, [](Batch&& b) {
-    if (IdOf(b.tasks.front()) < 100) return;  // Ran.
-    for (auto& t : b.tasks) t->Fail(Status::Cancelled("the client closed the connection"));
-    b.tasks.clear();
-    b.rows = 0;
-    b.max_length = 0;
+  Counter dropped;
+  o.dropped_rows = &dropped;
+  std::atomic<int> ran_abandoned{0};
+  BatchScheduler scheduler(o, [&](Batch&& b) {
+    for (const auto& t : b.tasks) {
+      if (IdOf(t) >= 100) ++ran_abandoned;
+    }
   });
+  FakeTask::Failures failures;
   for (int first : {0, 100, 104, 4}) {
     auto tasks = Tasks(first, 4, SystemClock::Get().NowMicros());
+    for (auto& t : tasks) {
+      auto& fake = static_cast<FakeTask&>(*t);
+      fake.abandoned_flag = first >= 100;
+      fake.set_failures(&failures);
+    }
     ASSERT_TRUE(scheduler.Schedule(tasks).ok());
   }
   scheduler.Stop(/*drain=*/true);  // Joins the worker: its bookkeeping is done.
   EXPECT_EQ(scheduler.cost_model().samples(), 2);
+  EXPECT_EQ(ran_abandoned.load(), 0);
+  EXPECT_EQ(failures.count.load(), 8);
+  EXPECT_EQ(failures.last.load(), Status::Code::kCancelled);
+  EXPECT_EQ(dropped.value(), 8);
 }
 
 TEST(BatchSchedulerTest, StopWithoutDrainFailsQueuedTasks) {

@@ -31,6 +31,7 @@ class FakeTask : public BatchTask {
   uint64_t batch_key() const override { return key_; }
   int64_t enqueue_time_micros() const override { return enqueued_; }
   int64_t deadline_micros() const override { return deadline_; }
+  bool abandoned() const override { return abandoned_flag; }
   void Fail(const Status& status) override {
     failed_status = status;
     ++fail_count;
@@ -43,6 +44,7 @@ class FakeTask : public BatchTask {
   int id() const { return id_; }
   Status failed_status;
   int fail_count = 0;
+  bool abandoned_flag = false;  // What abandoned() answers.
 
  private:
   int id_;
