@@ -334,18 +334,18 @@ def test_l1_ttl_expiry(start_server):
     _, hits, _ = embed(s, texts)
     assert hits == 3, "an entry younger than its TTL must be served"
 
+    # The three rows may be stored a batch apart (one request's rows can run in different
+    # batches), so they may expire a poll apart too: the first request that misses any of them
+    # is the expiry, and each row it missed was recomputed (and re-stored with a fresh TTL).
     def expired():
         rows, hits, _ = embed(s, texts)
-        if hits == 0:
-            return rows, time.monotonic()
-        assert hits == 3
-        return None
+        return (rows, hits, time.monotonic()) if hits < 3 else None
 
-    rows, missed_at = wait_until(expired, timeout=ttl + 5, interval=0.05,
-                                 what="the L1 entries to expire")
+    rows, hits, missed_at = wait_until(expired, timeout=ttl + 5, interval=0.05,
+                                       what="the L1 entries to expire")
     assert missed_at - stored_after >= ttl, "an entry expired before its TTL"
     assert_close(rows, first)
-    assert m.delta("tailcut_cache_evictions_total", tier="l1", reason="expired") >= 3
+    assert m.delta("tailcut_cache_evictions_total", tier="l1", reason="expired") >= 3 - hits
 
 
 # --- 3. Byte cap ----------------------------------------------------------------------------------
