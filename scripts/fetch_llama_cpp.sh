@@ -15,8 +15,10 @@
 #           spinning workers nor its uninstrumented runtime (ThreadSanitizer) come along.
 #   cache:  ${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}, shared by every clone
 #           on the machine: the sdist under dl/, each build under llama.cpp/<version>-<key>/
-#           (its install prefix; the build tree is removed once installed). About 5 minutes
-#           to build on 2 busy cores, once.
+#           (its install prefix, 13 MB; the build tree is removed once installed). The build
+#           took 10 minutes on 2 cores shared with other builds (nice 19, -j2), once per
+#           machine; a set-up run that finds it takes no time here. A lock keeps two set-ups
+#           (two clones) from building it at once.
 #
 # Usage: scripts/fetch_llama_cpp.sh      Environment: PIP (default .venv/bin/pip), JOBS (2).
 set -euo pipefail
@@ -59,6 +61,14 @@ if [[ -f "$PREFIX/.complete" ]]; then
   log "cached build $PREFIX"
   exit 0
 fi
+mkdir -p "$CACHE/llama.cpp"
+exec 9>"$CACHE/llama.cpp/.lock"
+flock 9
+if [[ -f "$PREFIX/.complete" ]]; then  # Another set-up built it while this one waited.
+  link_prefix
+  log "cached build $PREFIX"
+  exit 0
+fi
 
 # Fetch and verify the source distribution.
 sdist="$CACHE/dl/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
@@ -93,7 +103,7 @@ tar -xzf "$sdist" -C "$work" --strip-components=3 \
   "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp" ||
   fail "could not unpack vendor/llama.cpp from $sdist"
 
-log "building libllama + libggml (CPU, Release, -j$JOBS, nice 19; about 5 minutes, once)"
+log "building libllama + libggml (CPU, Release, -j$JOBS, nice 19; about 10 minutes, once)"
 start=$SECONDS
 blog="$work/build.log"
 if ! { cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_INSTALL_PREFIX="$PREFIX" \
