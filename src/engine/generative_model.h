@@ -47,11 +47,14 @@ struct GenerativeModelOptions {
   // Most entries one Decode() takes; llama.cpp computes a batch in pieces of this size too, so
   // it bounds the scratch memory and the longest step. A longer prompt is fed in chunks.
   int32_t batch_tokens = 512;
-  // Threads for a step of exactly one entry (one sequence generating alone). Decoding one
-  // token is memory-bound: more threads than cores only adds contention.
-  int32_t decode_threads = 2;
-  // Threads for a step of more than one entry (prefill, several sequences generating).
-  int32_t batch_threads = 2;
+  // Threads for a step of exactly one entry (one sequence generating alone). ggml's threads
+  // meet at a spinning barrier after every operator, so a thread that loses its core stalls
+  // the others: on 2 cores shared with other work, 2 threads decoded 20x slower than 1
+  // (BENCHMARKS.md, "Generative engine"). More than 1 only on cores kept for this model.
+  int32_t decode_threads = 1;
+  // Threads for a step of more than one entry (prefill, several sequences generating); the
+  // same caveat.
+  int32_t batch_threads = 1;
   // How long the compute threads spin waiting for the next step before they sleep, 0 (sleep at
   // once) .. 100 (spin hard). Spinning saves a wake-up per step but holds cores that the
   // embedding path and the IO threads share, so 0 unless the machine is dedicated.

@@ -20,15 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// One thread: ctest runs two of these processes at once on a 2-core machine, and ggml's
-// threads wait for each other by spinning, which collapses when they outnumber free cores.
+// One thread (the default): ctest runs two of these processes at once on 2 cores.
 GenerativeModelOptions SmallOptions() {
   GenerativeModelOptions o;
   o.context_tokens = 1024;
   o.max_sequences = 4;
   o.batch_tokens = 256;
-  o.decode_threads = 1;
-  o.batch_threads = 1;
   return o;
 }
 
