@@ -49,8 +49,9 @@ struct GenerativeModelOptions {
   int32_t batch_tokens = 512;
   // Threads for a step of exactly one entry (one sequence generating alone). ggml's threads
   // meet at a spinning barrier after every operator, so a thread that loses its core stalls
-  // the others: on 2 cores shared with other work, 2 threads decoded 20x slower than 1
-  // (BENCHMARKS.md, "Generative engine"). More than 1 only on cores kept for this model.
+  // the others: on 2 cores shared with other work, a step with 2 threads took 10 to 470 ms,
+  // with 1 a steady 13 to 16 (BENCHMARKS.md, "Generative engine"). More than 1 only on cores
+  // kept for this model.
   int32_t decode_threads = 1;
   // Threads for a step of more than one entry (prefill, several sequences generating); the
   // same caveat.
