@@ -25,7 +25,8 @@ set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 LLAMA_CPP_PYTHON_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-LLAMA_CPP_COMMIT=0c1e57098bba43ac29e6e3b677cdceebdd22334f  # vendor/llama.cpp: 0.5.0-dev, ggml 0.25.3.
+# The sdist's vendor/llama.cpp submodule commit: llama.cpp 0.5.0-dev, ggml 0.25.3.
+LLAMA_CPP_COMMIT=0c1e57098bba43ac29e6e3b677cdceebdd22334f
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}"
@@ -72,7 +73,8 @@ fi
 
 # Fetch and verify the source distribution.
 sdist="$CACHE/dl/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
-if [[ ! -f $sdist ]] || ! echo "$LLAMA_CPP_PYTHON_SHA256  $sdist" | sha256sum -c --quiet - 2>/dev/null; then
+sdist_ok() { echo "$LLAMA_CPP_PYTHON_SHA256  $sdist" | sha256sum -c --quiet - >/dev/null 2>&1; }
+if [[ ! -f $sdist ]] || ! sdist_ok; then
   [[ -x $PIP ]] || fail "$PIP not found (scripts/setup.sh creates .venv before this step)"
   log "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (sdist, 77 MB) from PyPI"
   mkdir -p "$CACHE/dl"
@@ -83,7 +85,7 @@ if [[ ! -f $sdist ]] || ! echo "$LLAMA_CPP_PYTHON_SHA256  $sdist" | sha256sum -c
     -d "$CACHE/dl" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" ||
     fail "pip download of llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION failed"
   [[ -f $sdist ]] || fail "pip did not leave $sdist"
-  if ! echo "$LLAMA_CPP_PYTHON_SHA256  $sdist" | sha256sum -c --quiet - 2>/dev/null; then
+  if ! sdist_ok; then
     got="$(sha256sum "$sdist" | cut -d' ' -f1)"
     rm -f "$sdist"
     fail "sha256 mismatch for $sdist: expected $LLAMA_CPP_PYTHON_SHA256, got $got (removed)"

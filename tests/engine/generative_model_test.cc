@@ -143,7 +143,8 @@ TEST_F(GenerativeModelTest, ChatTemplateRendersChatMLWithTheGenerationPrompt) {
             "<|im_start|>assistant\n");
   auto closed = model_->ApplyChatTemplate(chat, false);
   ASSERT_TRUE(closed.ok());
-  EXPECT_EQ(*closed, prompt->substr(0, prompt->size() - std::string("<|im_start|>assistant\n").size()));
+  const std::string opening = "<|im_start|>assistant\n";
+  EXPECT_EQ(*closed, prompt->substr(0, prompt->size() - opening.size()));
 }
 
 TEST_F(GenerativeModelTest, GreedyGenerationIsDeterministic) {
@@ -192,7 +193,8 @@ TEST_F(GenerativeModelTest, BatchedSequencesGenerateWhatTheyGenerateAlone) {
 
 TEST_F(GenerativeModelTest, RemovingTokensFreesTheirCells) {
   const auto a = *model_->Tokenize("The quick brown fox jumps over the lazy dog.", false, false);
-  const auto b = *model_->Tokenize("Pack my box with five dozen liquor jugs, please.", false, false);
+  const auto b =
+      *model_->Tokenize("Pack my box with five dozen liquor jugs, please.", false, false);
   DecodeBatch batch;
   batch.AddTokens(a, 0, 0, false);
   batch.AddTokens(b, 0, 1, true);
@@ -304,7 +306,8 @@ TEST_F(GenerativeModelTest, RefusesMalformedBatchesNamingTheProblem) {
   batch.Clear();
   batch.Add(1, 0, 0, false);
   batch.Add(2, 0, 0, false);  // Repeats position 0.
-  expect(batch, Status::Code::kInvalidArgument, "decode entry 1: sequence 0 continues at position 1");
+  expect(batch, Status::Code::kInvalidArgument,
+         "decode entry 1: sequence 0 continues at position 1");
   batch.Clear();
   for (int i = 0; i < 257; ++i) batch.Add(1, i, 0, false);
   expect(batch, Status::Code::kInvalidArgument, "257 tokens exceeds batch_tokens 256");
