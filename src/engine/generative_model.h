@@ -9,7 +9,8 @@
 // through CopyPrefix() take one cell for all their sequences. So a scheduler budgets one number,
 // and a system prompt prefilled once serves every sequence that starts with it.
 //
-// Only generative_model_llama.cc includes llama.h; nothing here names a llama.cpp type.
+// Only generative_model_llama.cc and sampler_llama.cc include llama.h; nothing here names a
+// llama.cpp type.
 //
 // Thread-safety: a GenerativeModel is driven by one thread, the step loop: Decode() and the KV
 // operations (and everything not marked otherwise) must not be called concurrently. The
@@ -130,7 +131,8 @@ class GenerativeModel {
 
   // --- The model (any thread) ---------------------------------------------------------------
   virtual const std::string& path() const = 0;
-  // llama.cpp's one-line summary: architecture, size, quantisation ("llama 135M Q4_1").
+  // llama.cpp's one-line summary: architecture, size class, quantisation (SmolLM2-135M reads
+  // "llama 256M Q4_1": the class comes from the layer shape, not a parameter count).
   virtual const std::string& description() const = 0;
   virtual int32_t vocab_size() const = 0;
   // The context length the model was trained with (GGUF metadata).
