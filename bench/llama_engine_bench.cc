@@ -1,0 +1,148 @@
+// llama_engine_bench: the generative engine's raw speed through GenerativeModel, with no
+// server, scheduler or sampling around it (greedy argmax), so later layers can be compared
+// with what the engine alone does on the same machine.
+//
+//   prefill  one prompt of --prompt-tokens tokens in one Decode(): tokens/s
+//   decode   --sequences S (each list item) sequences, each prefilled with a 32-token prompt,
+//            then --decode-tokens steps of one token per sequence: generated tokens/s over
+//            all sequences, and the time per step
+//
+// Each measurement is repeated --repeats times from an empty cache; the median is reported.
+// Usage: build/bench/llama_engine_bench [--model FILE] [--threads 2] [--prompt-tokens 256]
+//        [--decode-tokens 64] [--sequences 1,8] [--repeats 3]     (prints text and a JSON line)
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/generative_model.h"
+
+using namespace tailcut;
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TokenId Argmax(std::span<const float> row) {
+  return static_cast<TokenId>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// `count` tokens of ordinary English text (repeated as needed).
+std::vector<TokenId> PromptTokens(const GenerativeModel& model, size_t count) {
+  const std::string text =
+      "The harbour was quiet in the early morning, and the fishing boats rocked gently on "
+      "the grey water while the gulls argued over scraps along the pier. ";
+  std::vector<TokenId> one = *model.Tokenize(text, false, false);
+  std::vector<TokenId> out;
+  while (out.size() < count) out.insert(out.end(), one.begin(), one.end());
+  out.resize(count);
+  return out;
+}
+
+bool Check(const Result<DecodeLogits>& r) {
+  if (!r.ok()) std::fprintf(stderr, "decode failed: %s\n", r.status().ToString().c_str());
+  return r.ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Raw prefill and decode speed of the generative engine"};
+  std::string model_path = std::string(TAILCUT_MODELS_DIR) +
+                           "/gguf/SmolLM2-135M-Instruct.Q4_1.gguf";
+  int threads = 2, prompt_tokens = 256, decode_tokens = 64, repeats = 3;
+  std::vector<int> sequence_counts = {1, 8};
+  app.add_option("--model", model_path, "GGUF file");
+  app.add_option("--threads", threads, "decode_threads and batch_threads");
+  app.add_option("--prompt-tokens", prompt_tokens, "Prefill prompt length");
+  app.add_option("--decode-tokens", decode_tokens, "Steps per decode measurement");
+  app.add_option("--sequences", sequence_counts, "Sequence counts to decode with")->delimiter(',');
+  app.add_option("--repeats", repeats, "Repetitions of each measurement (median reported)");
+  CLI11_PARSE(app, argc, argv);
+
+  GenerativeModelOptions options;
+  options.decode_threads = threads;
+  options.batch_threads = threads;
+  options.max_sequences = std::max(1, *std::max_element(sequence_counts.begin(),
+                                                        sequence_counts.end()));
+  options.batch_tokens = std::max(512, prompt_tokens);
+  options.context_tokens = 4096;
+  auto loaded = LoadGenerativeModel(model_path, options);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+    return 1;
+  }
+  GenerativeModel& model = **loaded;
+  std::printf("model: %s (%s), threads %d\n", model_path.c_str(), model.description().c_str(),
+              threads);
+
+  // Warm-up: the first decodes pay for buffer allocation and graph building.
+  {
+    DecodeBatch batch;
+    batch.AddTokens(PromptTokens(model, 64), 0, 0, true);
+    if (!Check(model.Decode(batch))) return 1;
+    model.ClearCache();
+  }
+
+  const std::vector<TokenId> prompt = PromptTokens(model, static_cast<size_t>(prompt_tokens));
+  std::vector<double> prefill;
+  for (int r = 0; r < repeats; ++r) {
+    model.ClearCache();
+    DecodeBatch batch;
+    batch.AddTokens(prompt, 0, 0, true);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!Check(model.Decode(batch))) return 1;
+    prefill.push_back(prompt_tokens / Seconds(t0));
+  }
+  const double prefill_tps = Median(prefill);
+  std::printf("prefill %d tokens: %.0f tokens/s (median of %d)\n", prompt_tokens, prefill_tps,
+              repeats);
+
+  std::string json = "{\"bench\":\"llama_engine\",\"threads\":" + std::to_string(threads) +
+                     ",\"prefill_tokens\":" + std::to_string(prompt_tokens) +
+                     ",\"prefill_tokens_per_s\":" + std::to_string(prefill_tps);
+  const std::vector<TokenId> short_prompt = PromptTokens(model, 32);
+  for (int sequences : sequence_counts) {
+    std::vector<double> rates, step_ms;
+    for (int r = 0; r < repeats; ++r) {
+      model.ClearCache();
+      DecodeBatch batch;
+      for (SequenceId s = 0; s < sequences; ++s) batch.AddTokens(short_prompt, 0, s, true);
+      auto logits = model.Decode(batch);
+      if (!Check(logits)) return 1;
+      std::vector<TokenId> next(static_cast<size_t>(sequences));
+      for (int32_t row = 0; row < logits->rows(); ++row) next[row] = Argmax(logits->Row(row));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int step = 0; step < decode_tokens; ++step) {
+        batch.Clear();
+        for (SequenceId s = 0; s < sequences; ++s) {
+          batch.Add(next[static_cast<size_t>(s)], model.SequenceLength(s), s, true);
+        }
+        logits = model.Decode(batch);
+        if (!Check(logits)) return 1;
+        for (int32_t row = 0; row < logits->rows(); ++row) next[row] = Argmax(logits->Row(row));
+      }
+      const double seconds = Seconds(t0);
+      rates.push_back(sequences * decode_tokens / seconds);
+      step_ms.push_back(1000.0 * seconds / decode_tokens);
+    }
+    const double tps = Median(rates);
+    const double ms = Median(step_ms);
+    std::printf("decode %d sequence(s) x %d tokens: %.0f tokens/s, %.2f ms/step (median of %d)\n",
+                sequences, decode_tokens, tps, ms, repeats);
+    json += ",\"decode_" + std::to_string(sequences) + "_tokens_per_s\":" + std::to_string(tps) +
+            ",\"decode_" + std::to_string(sequences) + "_ms_per_step\":" + std::to_string(ms);
+  }
+  std::printf("%s}\n", json.c_str());
+  return 0;
+}

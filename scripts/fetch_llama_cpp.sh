@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Builds the llama.cpp libraries (libllama + libggml, CPU backend) that src/engine's
+# generative models link, and points third_party/llama.cpp at them. Safe to run again: a build
+# that is already in the cache is only linked.
+#
+#   source: PyPI's source distribution of llama-cpp-python, which vendors the whole llama.cpp
+#           tree under vendor/llama.cpp (submodule commit below), fetched with `pip download`
+#           and checked against a pinned sha256. Only vendor/llama.cpp is unpacked.
+#   build:  static libraries, Release, CPU backend only, no tools, examples, tests, server,
+#           web UI (LLAMA_USE_PREBUILT_UI would download one at build time), CURL or OpenSSL.
+#           Static, so the tailcut binary carries the engine and needs no rpath into a cache.
+#           GGML_NATIVE=ON (-march=native): the build is for this machine only, so the cache
+#           key includes the CPU's feature flags as well as the source hash, the compiler and
+#           the options. GGML_OPENMP=OFF: ggml's own thread pool, so neither libgomp's
+#           spinning workers nor its uninstrumented runtime (ThreadSanitizer) come along.
+#   cache:  ${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}, shared by every clone
+#           on the machine: the sdist under dl/, each build under llama.cpp/<version>-<key>/
+#           (its install prefix, 13 MB; the build tree is removed once installed). The build
+#           took 10 minutes on 2 cores shared with other builds (nice 19, -j2), once per
+#           machine; a set-up run that finds it takes no time here. A lock keeps two set-ups
+#           (two clones) from building it at once.
+#
+# Usage: scripts/fetch_llama_cpp.sh      Environment: PIP (default .venv/bin/pip), JOBS (2).
+set -euo pipefail
+
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+LLAMA_CPP_PYTHON_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+# The sdist's vendor/llama.cpp submodule commit: llama.cpp 0.5.0-dev, ggml 0.25.3.
+LLAMA_CPP_COMMIT=0c1e57098bba43ac29e6e3b677cdceebdd22334f
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}"
+PIP="${PIP:-$ROOT/.venv/bin/pip}"
+JOBS="${JOBS:-2}"
+LINK="$ROOT/third_party/llama.cpp"
+log() { echo "llama.cpp: $*"; }
+fail() { echo "llama.cpp: $*" >&2; exit 1; }
+
+CMAKE_ARGS=(
+  -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
+  -DGGML_NATIVE=ON -DGGML_OPENMP=OFF -DGGML_CCACHE=OFF -DGGML_BLAS=OFF -DGGML_BACKEND_DL=OFF
+  -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+  -DLLAMA_BUILD_COMMIT="${LLAMA_CPP_COMMIT:0:7}" -DLLAMA_BUILD_NUMBER=0
+)
+
+# The key: what makes one build differ from another on this or another machine.
+cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo || true)"
+compilers="$(cc --version | head -1; c++ --version | head -1)"
+key="$(printf '%s\n' "$LLAMA_CPP_PYTHON_SHA256" "$compilers" "$cpu_flags" "${CMAKE_ARGS[*]}" |
+  sha256sum | cut -c1-16)"
+PREFIX="$CACHE/llama.cpp/$LLAMA_CPP_PYTHON_VERSION-$key"
+
+link_prefix() {
+  mkdir -p "$ROOT/third_party"
+  ln -sfn "$PREFIX" "$LINK"
+}
+
+if [[ -f "$PREFIX/.complete" ]]; then
+  link_prefix
+  log "cached build $PREFIX"
+  exit 0
+fi
+mkdir -p "$CACHE/llama.cpp"
+exec 9>"$CACHE/llama.cpp/.lock"
+flock 9
+if [[ -f "$PREFIX/.complete" ]]; then  # Another set-up built it while this one waited.
+  link_prefix
+  log "cached build $PREFIX"
+  exit 0
+fi
+
+# Fetch and verify the source distribution.
+sdist="$CACHE/dl/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
+sdist_ok() { echo "$LLAMA_CPP_PYTHON_SHA256  $sdist" | sha256sum -c --quiet - >/dev/null 2>&1; }
+if [[ ! -f $sdist ]] || ! sdist_ok; then
+  [[ -x $PIP ]] || fail "$PIP not found (scripts/setup.sh creates .venv before this step)"
+  log "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (sdist, 77 MB) from PyPI"
+  mkdir -p "$CACHE/dl"
+  rm -f "$sdist"
+  # --no-binary for this package only: with :all: pip would also build the build backend
+  # (scikit-build-core and its own build dependencies) from source just to read metadata.
+  "$PIP" download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
+    -d "$CACHE/dl" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" ||
+    fail "pip download of llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION failed"
+  [[ -f $sdist ]] || fail "pip did not leave $sdist"
+  if ! sdist_ok; then
+    got="$(sha256sum "$sdist" | cut -d' ' -f1)"
+    rm -f "$sdist"
+    fail "sha256 mismatch for $sdist: expected $LLAMA_CPP_PYTHON_SHA256, got $got (removed)"
+  fi
+fi
+
+for tool in cmake ninja cc c++; do
+  command -v "$tool" >/dev/null || fail "$tool is missing (scripts/setup.sh installs it)"
+done
+
+work="$PREFIX.partial"
+rm -rf "$work" "$PREFIX"
+mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+log "unpacking vendor/llama.cpp"
+tar -xzf "$sdist" -C "$work" --strip-components=3 \
+  "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp" ||
+  fail "could not unpack vendor/llama.cpp from $sdist"
+
+log "building libllama + libggml (CPU, Release, -j$JOBS, nice 19; about 10 minutes, once)"
+start=$SECONDS
+blog="$work/build.log"
+if ! { cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+         "${CMAKE_ARGS[@]}" &&
+       nice -n 19 cmake --build "$work/build" --parallel "$JOBS" &&
+       cmake --install "$work/build"; } >"$blog" 2>&1; then
+  tail -n 30 "$blog" >&2
+  cp "$blog" "$CACHE/llama.cpp-build-failed.log"
+  rm -rf "$PREFIX"
+  fail "build failed; the last lines are above, the whole log is $CACHE/llama.cpp-build-failed.log"
+fi
+cp "$work/LICENSE" "$PREFIX/LICENSE.llama.cpp"
+echo "$LLAMA_CPP_COMMIT" >"$PREFIX/COMMIT"
+touch "$PREFIX/.complete"
+link_prefix
+log "built in $((SECONDS - start)) s into $PREFIX"
