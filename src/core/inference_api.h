@@ -17,6 +17,7 @@
 
 #include "common/cancellation.h"
 #include "common/status.h"
+#include "core/generation.h"
 #include "core/stage_timings.h"
 #include "engine/tensor.h"
 
@@ -94,7 +95,7 @@ struct VariantDescription {
 
 struct ModelDescription {
   std::string name;
-  std::string kind;  // "text-embedding" | "tensor"
+  std::string kind;  // "text-embedding" | "tensor" | "generative"
   ModelState state = ModelState::kUnloaded;
   std::string error;    // Why it failed, when it did.
   std::string version;  // File digest of the active variant.
@@ -124,6 +125,8 @@ class InferenceApi {
 
   virtual void Embed(EmbedRequest request, EmbedCallback done) = 0;
   virtual void Infer(TensorRequest request, TensorCallback done) = 0;
+  // Generates text for `request` into `sink` (core/generation.h: OnStart, OnText..., OnEnd).
+  virtual void Generate(GenerateRequest request, GenerationSinkPtr sink) = 0;
 
   virtual std::vector<ModelDescription> ListModels() const = 0;
   // The model's description; NotFound for an unknown name.

@@ -323,6 +323,12 @@ void InferenceService::Infer(TensorRequest request, TensorCallback done) {
   });
 }
 
+void InferenceService::Generate(GenerateRequest request, GenerationSinkPtr sink) {
+  // The generative servable is not wired in yet: every model refuses generation for now.
+  (void)request;
+  sink->OnEnd(Status::FailedPrecondition("text generation is not served yet"));
+}
+
 void InferenceService::ReloadModel(const std::string& model,
                                    std::function<void(const Status&)> done) {
   Entry* entry = Find(model);

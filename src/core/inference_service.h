@@ -72,6 +72,7 @@ class InferenceService final : public InferenceApi {
   Status SetActiveVariant(const std::string& model, const std::string& variant);
   EmbeddingCache* cache() const { return cache_.get(); }
   void Infer(TensorRequest request, TensorCallback done) override;
+  void Generate(GenerateRequest request, GenerationSinkPtr sink) override;
   std::vector<ModelDescription> ListModels() const override;
   Result<ModelDescription> DescribeModel(const std::string& name) const override;
   std::string default_model() const override { return default_model_; }
