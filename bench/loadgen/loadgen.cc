@@ -22,6 +22,13 @@
 // from line --start (0-based), so consecutive runs can continue through a file instead of
 // replaying its first lines.
 //
+// With --stream the responses are Server-Sent Events (OpenAI's `stream: true`, KServe's
+// generate_stream): each event's arrival is timed as it is read, and the report adds time to
+// first token (from the scheduled send to the first event carrying generated text), the gaps
+// between such events (inter-token latency) and their count. An event counts when its JSON has
+// non-empty text at choices[0].delta.content (chat), choices[0].text (completions) or
+// text_output (KServe); role-only, usage-only and [DONE] events do not.
+//
 // The report's percentiles are exact nearest-rank percentiles over every recorded request;
 // achieved_rate is 200 responses per second of the measured window, which runs from the end
 // of the warm-up to the later of its scheduled end and the last recorded completion (a server
@@ -39,10 +46,13 @@
 #include <cmath>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,13 +81,36 @@ struct Options {
   uint64_t seed = 1;
   uint64_t start_line = 0;
   bool timeline = false;
+  bool stream = false;
 };
 
 struct Sample {
-  double latency_ms;
-  int status;  // HTTP status, or negative for a transport error.
+  double latency_ms = 0;
+  int status = 0;  // HTTP status, or negative for a transport error.
   double scheduled_s = 0;  // Scheduled send time, seconds after the start of the run.
+  // --stream: from the scheduled send to the first token event (< 0: none), the gaps between
+  // token events, and how many there were.
+  double ttft_ms = -1;
+  std::vector<double> gaps_ms;
+  int64_t token_events = 0;
 };
+
+// Whether one SSE event's data carries generated text (see --stream above).
+bool CarriesText(std::string_view data) {
+  if (data == "[DONE]") return false;
+  const auto j = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  auto non_empty = [](const nlohmann::json& v) { return v.is_string() && !v.empty(); };
+  if (auto t = j.find("text_output"); t != j.end()) return non_empty(*t);
+  const auto c = j.find("choices");
+  if (c == j.end() || !c->is_array() || c->empty() || !(*c)[0].is_object()) return false;
+  const auto& choice = (*c)[0];
+  if (auto t = choice.find("text"); t != choice.end()) return non_empty(*t);
+  const auto d = choice.find("delta");
+  if (d == choice.end() || !d->is_object()) return false;
+  const auto content = d->find("content");
+  return content != d->end() && non_empty(*content);
+}
 
 class LoadGenerator;
 
@@ -91,10 +124,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Write();
   void OnRead(beast::error_code ec);
   void Fail(int code);
+  // --stream: bytes of the event stream as they arrive; times each complete event.
+  void OnStreamBytes(std::string_view bytes);
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  http::response<http::string_body> response_;
+  std::optional<http::response_parser<http::string_body>> parser_;
+  std::string events_;  // Stream bytes not yet split into events.
+  Sample sample_;       // The request's stream timings so far.
+  Clock::time_point last_event_;
+  // The parser keeps a reference to its chunk callback, so it lives here, as long as the
+  // connection.
+  std::function<size_t(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_ =
+      [this](std::uint64_t, beast::string_view body, beast::error_code&) {
+        OnStreamBytes({body.data(), body.size()});
+        return body.size();
+      };
   LoadGenerator& gen_;
   size_t request_index_ = 0;
   Clock::time_point scheduled_;
@@ -166,6 +211,7 @@ class LoadGenerator {
   }
   const tcp::resolver::results_type& endpoints() const { return endpoints_; }
   double timeout_s() const { return o_.timeout_s; }
+  bool stream() const { return o_.stream; }
 
   void Done(std::shared_ptr<Connection> conn, const Sample& s, bool record) {
     --outstanding_;
@@ -248,6 +294,28 @@ class LoadGenerator {
                             {"ok_latency_ms", pct(ok_lat)}});
       }
     }
+    nlohmann::json streaming = nullptr;
+    if (o_.stream) {
+      std::vector<double> ttft, gaps;
+      int64_t events = 0;
+      for (const auto& s : samples_) {
+        if (s.status != 200) continue;
+        if (s.ttft_ms >= 0) ttft.push_back(s.ttft_ms);
+        gaps.insert(gaps.end(), s.gaps_ms.begin(), s.gaps_ms.end());
+        events += s.token_events;
+      }
+      const double window = std::max(o_.duration_s, last_recorded_done_s_ - o_.warmup_s);
+      streaming = {{"ttft_ms", pct(ttft)},
+                   {"inter_token_ms", pct(gaps)},
+                   {"token_events", events},
+                   {"token_events_per_s", window > 0 ? events / window : 0.0},
+                   {"answers_without_tokens", static_cast<int64_t>(
+                                                  std::count_if(samples_.begin(), samples_.end(),
+                                                                [](const Sample& s) {
+                                                                  return s.status == 200 &&
+                                                                         s.ttft_ms < 0;
+                                                                }))}};
+    }
     const int64_t recorded_sent = static_cast<int64_t>(samples_.size()) + unfinished_recorded_;
     // The measured window: from the end of the warm-up to the later of its scheduled end and
     // the last recorded completion.
@@ -267,6 +335,7 @@ class LoadGenerator {
             {"status_counts", statuses},
             {"status_latency_ms", status_latency},
             {"timeline", timeline},
+            {"streaming", streaming},
             {"send_lag_ms", pct(send_lag_ms_)},
             {"start_line", o_.start_line},
             {"next_line", (o_.start_line + next_) % requests_.size()},
@@ -396,9 +465,17 @@ void Connection::Write() {
   http::async_write(stream_, gen_.request(request_index_),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
                       if (ec) return self->Fail(-2);
-                      self->response_ = {};
+                      self->parser_.emplace();
+                      self->parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+                      self->sample_ = {};
+                      self->events_.clear();
+                      if (self->gen_.stream()) {
+                        // Chunks are handed over as they are parsed, so each is timed when
+                        // read; the body is not kept.
+                        self->parser_->on_chunk_body(self->on_chunk_);
+                      }
                       http::async_read(
-                          self->stream_, self->buffer_, self->response_,
+                          self->stream_, self->buffer_, *self->parser_,
                           [self](beast::error_code ec, std::size_t) { self->OnRead(ec); });
                     });
 }
@@ -406,14 +483,53 @@ void Connection::Write() {
 void Connection::OnRead(beast::error_code ec) {
   if (ec) return Fail(ec == beast::error::timeout ? -3 : -2);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scheduled_).count();
-  const bool keep = response_.keep_alive();
-  const int status = static_cast<int>(response_.result_int());
+  const auto& response = parser_->get();
+  const bool keep = response.keep_alive();
+  const int status = static_cast<int>(response.result_int());
   if (!keep) {
     beast::error_code ignored;
     stream_.socket().close(ignored);
     connected = false;
   }
-  gen_.Done(shared_from_this(), {ms, status, gen_.SecondsSinceStart(scheduled_)}, record_);
+  Sample s = std::move(sample_);
+  s.latency_ms = ms;
+  s.status = status;
+  s.scheduled_s = gen_.SecondsSinceStart(scheduled_);
+  gen_.Done(shared_from_this(), s, record_);
+}
+
+void Connection::OnStreamBytes(std::string_view bytes) {
+  events_.append(bytes);
+  const auto now = Clock::now();
+  size_t end;
+  // Events end with a blank line; servers write "\n\n" (SSE allows \r\n too).
+  while ((end = events_.find("\n\n")) != std::string::npos) {
+    std::string_view event(events_.data(), end);
+    bool text = false;
+    for (size_t pos = 0; pos < event.size();) {
+      size_t eol = event.find('\n', pos);
+      if (eol == std::string_view::npos) eol = event.size();
+      std::string_view line = event.substr(pos, eol - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.rfind("data:", 0) == 0) {
+        line.remove_prefix(5);
+        if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+        text = text || CarriesText(line);
+      }
+      pos = eol + 1;
+    }
+    if (text) {
+      if (sample_.token_events == 0) {
+        sample_.ttft_ms = std::chrono::duration<double, std::milli>(now - scheduled_).count();
+      } else {
+        sample_.gaps_ms.push_back(
+            std::chrono::duration<double, std::milli>(now - last_event_).count());
+      }
+      ++sample_.token_events;
+      last_event_ = now;
+    }
+    events_.erase(0, end + 2);
+  }
 }
 
 void Connection::Fail(int code) {
@@ -421,7 +537,11 @@ void Connection::Fail(int code) {
   beast::error_code ignored;
   stream_.socket().close(ignored);
   connected = false;
-  gen_.Done(nullptr, {ms, code, gen_.SecondsSinceStart(scheduled_)}, record_);
+  Sample s;
+  s.latency_ms = ms;
+  s.status = code;
+  s.scheduled_s = gen_.SecondsSinceStart(scheduled_);
+  gen_.Done(nullptr, s, record_);
 }
 
 }  // namespace
@@ -443,6 +563,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed for Poisson arrivals");
   app.add_option("--start", o.start_line, "First workload line to send (0-based; wraps around)");
   app.add_flag("--timeline", o.timeline, "Add per-second latency percentiles to the report");
+  app.add_flag("--stream", o.stream,
+               "Responses are Server-Sent Events: report time to first token and inter-token "
+               "latency");
   app.add_option("--out", o.out, "Write the JSON report here (default stdout)");
   CLI11_PARSE(app, argc, argv);
 
