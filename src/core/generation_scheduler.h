@@ -49,7 +49,8 @@ struct GenerationSchedulerOptions {
   int32_t prefill_chunk_tokens = 256;
   // Requests waiting for KV space or a free sequence: beyond it Generate() answers
   // kResourceExhausted at once. Bounds the memory and the wait behind a full model; a client
-  // then retries elsewhere rather than queueing unboundedly.
+  // then retries elsewhere rather than queueing unboundedly. At least 1: every request passes
+  // through the queue, however briefly.
   int32_t max_waiting_requests = 64;
   // Longest a request may wait for admission before it gets kResourceExhausted; 0 = no limit
   // (only its deadline). Below the client's own timeout, so it learns early to go elsewhere.

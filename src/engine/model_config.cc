@@ -109,7 +109,7 @@ Status ReadGenerativeConfig(const YAML::Node& root, const std::string& file,
                       {"max_sequences", &out->max_sequences, 1},
                       {"batch_tokens", &out->batch_tokens, 1},
                       {"prefill_chunk_tokens", &out->prefill_chunk_tokens, 1},
-                      {"max_waiting_requests", &out->max_waiting_requests, 0},
+                      {"max_waiting_requests", &out->max_waiting_requests, 1},
                       {"max_queue_delay_millis", &out->max_queue_delay_millis, 0},
                       {"decode_threads", &out->decode_threads, 1},
                       {"batch_threads", &out->batch_threads, 1}};

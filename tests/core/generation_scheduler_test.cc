@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -22,6 +23,24 @@ namespace tailcut {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Whether `s` is well-formed UTF-8 (every character complete).
+bool ValidUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const size_t n = b < 0x80           ? 1
+                     : (b >> 5) == 0x6  ? 2
+                     : (b >> 4) == 0xE  ? 3
+                     : (b >> 3) == 0x1E ? 4
+                                        : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
 
 // Records what a request's sink got. With hold_first_text, the first OnText blocks the step
 // loop until Release(): the test then acts at a known point of the generation.
@@ -38,6 +57,7 @@ class RecordingSink final : public GenerationSink {
     std::unique_lock<std::mutex> lock(mu_);
     text_ += piece.text;
     piece_tokens_ += piece.tokens;
+    all_valid_utf8_ = all_valid_utf8_ && ValidUtf8(piece.text);
     ++pieces_;
     if (hold_ && !released_) {
       holding_ = true;
@@ -83,6 +103,10 @@ class RecordingSink final : public GenerationSink {
     std::lock_guard<std::mutex> lock(mu_);
     return piece_tokens_;
   }
+  bool all_valid_utf8() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return all_valid_utf8_;
+  }
   std::optional<GenerationStart> start() const {
     std::lock_guard<std::mutex> lock(mu_);
     return start_;
@@ -96,6 +120,7 @@ class RecordingSink final : public GenerationSink {
   std::string text_;
   int32_t piece_tokens_ = 0;
   int pieces_ = 0;
+  bool all_valid_utf8_ = true;
   bool holding_ = false;
   bool released_ = false;
   std::optional<Result<GenerationEnd>> end_;
@@ -237,6 +262,17 @@ TEST_F(GenerationSchedulerTest, StopStringEndsWithStopAndIsNotReturned) {
   EXPECT_EQ(sink->text(), expected) << "full: '" << full << "', stop: '" << stop << "'";
   EXPECT_LT(end->usage.completion_tokens, 12);
   EXPECT_EQ(sink->piece_tokens(), end->usage.completion_tokens);
+}
+
+TEST_F(GenerationSchedulerTest, PiecesNeverSplitAUtf8Character) {
+  Start();
+  // Japanese text: SmolLM2's byte-level tokens split its characters across tokens.
+  auto sink = Run(Greedy("東京は日本の首都です。大阪は", 16));
+  auto end = sink->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  const std::string text = sink->text();
+  EXPECT_TRUE(std::any_of(text.begin(), text.end(), [](char c) { return c & 0x80; })) << text;
+  EXPECT_TRUE(sink->all_valid_utf8()) << text;
 }
 
 TEST_F(GenerationSchedulerTest, ChatRequestsUseTheChatTemplate) {
