@@ -260,7 +260,10 @@ void GenerationScheduler::Loop() {
         ExpireAndAdmitLocked(now, &ended, &admitted);
       }
       exit = stopping_ && waiting_.empty() && running_.empty() && admitted.empty();
+      // Current before any sink call of this round (PublishStats adds the KV usage later).
       stats_.waiting = static_cast<int32_t>(waiting_.size());
+      stats_.running = static_cast<int32_t>(running_.size() + admitted.size());
+      stats_.kv_reserved_cells = reserved_cells_;
     }
     for (auto& [request, status] : ended) {
       if (options_.metrics) {

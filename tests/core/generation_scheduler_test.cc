@@ -367,6 +367,24 @@ TEST_F(GenerationSchedulerTest, WaitingRequestIsAdmittedWhenCellsFree) {
   EXPECT_EQ(end.status().code(), Status::Code::kCancelled);
 }
 
+TEST_F(GenerationSchedulerTest, RequestWaitsForAFreeSequenceEvenWithCellsToSpare) {
+  Load(/*context_tokens=*/512, /*max_sequences=*/1);
+  Start();
+  auto first = Run(Greedy("The capital of France is", 4), /*hold=*/true);
+  ASSERT_TRUE(first->WaitHolding());
+  auto second = Run(Greedy("The sea is", 4));
+  const GenerationSchedulerStats stats = scheduler_->stats();
+  EXPECT_EQ(stats.waiting, 1);
+  EXPECT_EQ(stats.running, 1);
+  EXPECT_LT(stats.kv_reserved_cells, 64);  // Far from full: the sequence id is what it lacks.
+  EXPECT_FALSE(second->start().has_value());
+  first->Release();
+  ASSERT_TRUE(first->WaitEnd().ok());
+  auto end = second->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->usage.completion_tokens, 4);
+}
+
 TEST_F(GenerationSchedulerTest, InvalidRequestsAreRefusedWithTheNumbers) {
   Load(/*context_tokens=*/256);
   Start();
