@@ -59,7 +59,7 @@ bool Check(const Result<DecodeLogits>& r) {
 int main(int argc, char** argv) {
   CLI::App app{"Raw prefill and decode speed of the generative engine"};
   std::string model_path = std::string(TAILCUT_MODELS_DIR) +
-                           "/gguf/SmolLM2-135M-Instruct.Q4_1.gguf";
+                           "/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
   int threads = 2, prompt_tokens = 256, decode_tokens = 64, repeats = 3;
   std::vector<int> sequence_counts = {1, 8};
   app.add_option("--model", model_path, "GGUF file");

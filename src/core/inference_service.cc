@@ -31,7 +31,11 @@ std::string ServedVariants(const EmbedResult& result) {
 
 InferenceService::InferenceService(const InferenceServiceOptions& options, MetricsRegistry& metrics,
                                    const Clock& clock)
-    : options_(options), metrics_registry_(metrics), metric_families_(metrics), clock_(clock) {}
+    : options_(options),
+      metrics_registry_(metrics),
+      metric_families_(metrics),
+      generation_metric_families_(metrics),
+      clock_(clock) {}
 
 InferenceService::~InferenceService() {
   // Every servable has answered what it admitted and nothing refers to it any more
@@ -89,6 +93,9 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
         config->kind == ModelKind::kTextEmbedding) {
       s->default_model_ = config->name;
     }
+    if (s->default_generative_model_.empty() && config->kind == ModelKind::kGenerative) {
+      s->default_generative_model_ = config->name;
+    }
     s->entries_.emplace(config->name, std::move(entry));
   }
   if (!options.default_model.empty()) {
@@ -97,6 +104,9 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
                               "' is not in the repository '" + options.model_repository + "'");
     }
     s->default_model_ = options.default_model;
+    if (s->entries_.at(options.default_model)->config.kind == ModelKind::kGenerative) {
+      s->default_generative_model_ = options.default_model;
+    }
   }
   if (s->entries_.empty()) {
     return Status::NotFound("model repository '" + options.model_repository +
@@ -108,9 +118,7 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
                                       "Inputs waiting in a model's batch queue", {"model"})] {
         for (const auto& [name, entry] : raw->entries_) {
           std::lock_guard<std::mutex> lock(entry->mutex);
-          int64_t rows = 0;
-          if (entry->text) rows = entry->text->queued_rows();
-          if (entry->tensor) rows = entry->tensor->queued_rows();
+          const int64_t rows = entry->servable ? entry->servable->queued_rows() : 0;
           if (entry->state == ModelState::kReady)
             gauge.WithLabels({name}).Set(static_cast<double>(rows));
         }
@@ -118,20 +126,30 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
   return s;
 }
 
-Result<InferenceService::Servables> InferenceService::Build(const ModelConfig& config) {
-  Servables built;
-  const ServableMetrics metrics = metric_families_.ForModel(config.name);
-  if (config.kind == ModelKind::kTextEmbedding) {
-    auto loaded = TextEmbeddingServable::Load(config, options_.session, options_.text, metrics,
-                                              cache_.get(), clock_);
-    if (!loaded.ok()) return loaded.status();
-    built.text = std::move(loaded).value();
-  } else {
-    auto loaded = TensorServable::Load(config, options_.session, options_.tensor, metrics, clock_);
-    if (!loaded.ok()) return loaded.status();
-    built.tensor = std::move(loaded).value();
+Result<std::shared_ptr<Servable>> InferenceService::Build(const ModelConfig& config) {
+  switch (config.kind) {
+    case ModelKind::kTextEmbedding: {
+      auto loaded = TextEmbeddingServable::Load(config, options_.session, options_.text,
+                                                metric_families_.ForModel(config.name),
+                                                cache_.get(), clock_);
+      if (!loaded.ok()) return loaded.status();
+      return std::shared_ptr<Servable>(std::move(loaded).value());
+    }
+    case ModelKind::kTensor: {
+      auto loaded = TensorServable::Load(config, options_.session, options_.tensor,
+                                         metric_families_.ForModel(config.name), clock_);
+      if (!loaded.ok()) return loaded.status();
+      return std::shared_ptr<Servable>(std::move(loaded).value());
+    }
+    case ModelKind::kGenerative: {
+      auto loaded =
+          GenerativeServable::Load(config, options_.generative,
+                                   generation_metric_families_.ForModel(config.name), clock_);
+      if (!loaded.ok()) return loaded.status();
+      return std::shared_ptr<Servable>(std::move(loaded).value());
+    }
   }
-  return built;
+  return Status::Internal("unknown model kind");
 }
 
 Status InferenceService::LoadEntry(Entry* entry) {
@@ -140,12 +158,10 @@ Status InferenceService::LoadEntry(Entry* entry) {
   spdlog::info("loading model '{}' ({}) from {}", config.name, ModelKindName(config.kind),
                config.file_path);
   Status status;
-  std::shared_ptr<TextEmbeddingServable> text;
-  std::shared_ptr<TensorServable> tensor;
+  std::shared_ptr<Servable> servable;
   auto built = Build(config);
   if (built.ok()) {
-    text = std::move(built->text);
-    tensor = std::move(built->tensor);
+    servable = std::move(built).value();
   } else {
     status = built.status();
   }
@@ -154,8 +170,7 @@ Status InferenceService::LoadEntry(Entry* entry) {
     std::lock_guard<std::mutex> lock(entry->mutex);
     if (status.ok()) {
       entry->state = ModelState::kReady;
-      entry->text = std::move(text);
-      entry->tensor = std::move(tensor);
+      entry->servable = std::move(servable);
       entry->error.clear();
     } else {
       entry->state = ModelState::kFailed;
@@ -202,20 +217,19 @@ void InferenceService::Shutdown(bool drain) {
     loaders_.clear();
   }
   for (auto& [name, entry] : entries_) {
-    std::shared_ptr<TextEmbeddingServable> text;
-    std::shared_ptr<TensorServable> tensor;
+    std::shared_ptr<Servable> servable;
     {
       std::lock_guard<std::mutex> lock(entry->mutex);
-      text = entry->text;
-      tensor = entry->tensor;
+      servable = entry->servable;
     }
-    if (text) text->Stop(drain);
-    if (tensor) tensor->Stop(drain);
+    if (servable) servable->Stop(drain);
   }
 }
 
-InferenceService::Entry* InferenceService::Find(const std::string& name) const {
-  const std::string& key = (name.empty() || name == "default") ? default_model_ : name;
+InferenceService::Entry* InferenceService::Find(const std::string& name, bool generative) const {
+  const bool is_default = name.empty() || name == "default";
+  const std::string& key =
+      !is_default ? name : generative ? default_generative_model_ : default_model_;
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.get();
 }
@@ -277,6 +291,11 @@ void InferenceService::Embed(EmbedRequest request, EmbedCallback done) {
   if (!entry) {
     return done(Status::NotFound("model '" + request.model + "' does not exist"));
   }
+  if (entry->config.kind == ModelKind::kGenerative) {
+    return done(Status::InvalidArgument("model '" + entry->config.name +
+                                        "' is a generative model; use /v1/completions or "
+                                        "/v1/chat/completions"));
+  }
   if (entry->config.kind != ModelKind::kTextEmbedding) {
     return done(Status::InvalidArgument("model '" + entry->config.name +
                                         "' is not a text-embedding model; use "
@@ -293,7 +312,7 @@ void InferenceService::Embed(EmbedRequest request, EmbedCallback done) {
       // Admitted under the lock a reload swaps the servable under: the request either holds
       // a pass of the copy it picked (which a reload then waits for) or sees the new copy.
       std::lock_guard<std::mutex> lock(entry->mutex);
-      text = entry->text;
+      text = entry->As<TextEmbeddingServable>();
       pass = text->Admit();
     }
     if (!pass) return (*shared_done)(Status::Unavailable("server is shutting down"));
@@ -305,6 +324,11 @@ void InferenceService::Infer(TensorRequest request, TensorCallback done) {
   if (shutting_down_) return done(Status::Unavailable("server is shutting down"));
   Entry* entry = Find(request.model);
   if (!entry) return done(Status::NotFound("model '" + request.model + "' does not exist"));
+  if (entry->config.kind == ModelKind::kGenerative) {
+    return done(Status::InvalidArgument("model '" + entry->config.name +
+                                        "' is a generative model; use /v1/completions or "
+                                        "/v1/chat/completions"));
+  }
   if (entry->config.kind != ModelKind::kTensor) {
     return done(Status::InvalidArgument(
         "model '" + entry->config.name +
@@ -317,16 +341,42 @@ void InferenceService::Infer(TensorRequest request, TensorCallback done) {
     std::shared_ptr<TensorServable> tensor;
     {
       std::lock_guard<std::mutex> lock(entry->mutex);
-      tensor = entry->tensor;
+      tensor = entry->As<TensorServable>();
     }
     tensor->Infer(std::move(*shared_request), std::move(*shared_done));
   });
 }
 
 void InferenceService::Generate(GenerateRequest request, GenerationSinkPtr sink) {
-  // The generative servable is not wired in yet: every model refuses generation for now.
-  (void)request;
-  sink->OnEnd(Status::FailedPrecondition("text generation is not served yet"));
+  if (shutting_down_) return sink->OnEnd(Status::Unavailable("server is shutting down"));
+  Entry* entry = Find(request.model, /*generative=*/true);
+  if (!entry) {
+    if (request.model.empty() || request.model == "default") {
+      return sink->OnEnd(Status::NotFound("no generative model is served"));
+    }
+    return sink->OnEnd(Status::NotFound("model '" + request.model + "' does not exist"));
+  }
+  if (entry->config.kind != ModelKind::kGenerative) {
+    return sink->OnEnd(Status::InvalidArgument(
+        "model '" + entry->config.name + "' is a " +
+        std::string(ModelKindName(entry->config.kind)) + " model, not a generative one; " +
+        (entry->config.kind == ModelKind::kTextEmbedding ? "send texts to /v1/embeddings"
+                                                         : "send tensors to /v2/models/" +
+                                                               entry->config.name + "/infer")));
+  }
+  auto shared_request = std::make_shared<GenerateRequest>(std::move(request));
+  WithModel(entry, [entry, shared_request, sink](const Status& s) {
+    if (!s.ok()) return sink->OnEnd(s);
+    std::shared_ptr<GenerativeServable> generative;
+    InFlightGate::Pass pass;
+    {
+      // As for Embed: admitted to the copy picked under the lock a reload swaps it under.
+      std::lock_guard<std::mutex> lock(entry->mutex);
+      generative = entry->As<GenerativeServable>();
+      pass = generative->Admit();
+    }
+    generative->Generate(std::move(*shared_request), sink, std::move(pass));
+  });
 }
 
 void InferenceService::ReloadModel(const std::string& model,
@@ -350,7 +400,8 @@ void InferenceService::ReloadModel(const std::string& model,
     if (status.ok() && (config->name != entry->config.name || config->kind != entry->config.kind)) {
       status = Status::InvalidArgument("a reload cannot change a model's name or kind");
     }
-    Result<Servables> built = status.ok() ? Build(*config) : Result<Servables>(status);
+    Result<std::shared_ptr<Servable>> built =
+        status.ok() ? Build(*config) : Result<std::shared_ptr<Servable>>(status);
     if (!built.ok()) {
       {
         std::lock_guard<std::mutex> lock(entry->mutex);
@@ -360,13 +411,11 @@ void InferenceService::ReloadModel(const std::string& model,
                     entry->config.name, built.status().message());
       return done(built.status());
     }
-    Servables old;
+    std::shared_ptr<Servable> old;
     {
       std::lock_guard<std::mutex> lock(entry->mutex);
-      old.text = std::move(entry->text);
-      old.tensor = std::move(entry->tensor);
-      entry->text = std::move(built->text);
-      entry->tensor = std::move(built->tensor);
+      old = std::move(entry->servable);
+      entry->servable = std::move(built).value();
       entry->state = ModelState::kReady;
       entry->error.clear();
       entry->reloading = false;
@@ -377,8 +426,7 @@ void InferenceService::ReloadModel(const std::string& model,
     // The old copy answers every request it admitted (they hold passes taken under the
     // entry's lock, so none can arrive after this), then stops; it is destroyed when the last
     // reference to it goes (here, or in a request that still held one).
-    if (old.text) old.text->Stop(/*drain=*/true);
-    if (old.tensor) old.tensor->Stop(/*drain=*/true);
+    if (old) old->Stop(/*drain=*/true);
   });
   if (started) return;
   {
@@ -402,7 +450,7 @@ Status InferenceService::SetActiveVariant(const std::string& model, const std::s
   std::shared_ptr<TextEmbeddingServable> text;
   {
     std::lock_guard<std::mutex> lock(entry->mutex);
-    text = entry->text;
+    text = entry->As<TextEmbeddingServable>();
   }
   if (!text) {
     return Status::FailedPrecondition("model '" + entry->config.name +
@@ -414,14 +462,17 @@ Status InferenceService::SetActiveVariant(const std::string& model, const std::s
 ModelDescription InferenceService::DescribeEntry(const Entry& entry) const {
   std::lock_guard<std::mutex> lock(entry.mutex);
   ModelDescription d;
-  if (entry.text) {
-    d = entry.text->Describe();
-  } else if (entry.tensor) {
-    d = entry.tensor->Describe();
+  if (entry.servable) {
+    d = entry.servable->Describe();
   } else {
     d.name = entry.config.name;
     d.kind = std::string(ModelKindName(entry.config.kind));
     d.max_sequence_length = entry.config.max_sequence_length;
+    if (entry.config.kind == ModelKind::kGenerative) {
+      d.context_tokens = entry.config.generation.context_tokens;
+      d.max_sequences = entry.config.generation.max_sequences;
+      d.max_sequence_length = d.context_tokens;
+    }
   }
   d.state = entry.state;
   d.error = entry.error;

@@ -14,7 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/generation_metrics.h"
+#include "core/generative_servable.h"
 #include "core/inference_api.h"
+#include "core/servable.h"
 #include "core/servable_metrics.h"
 #include "core/tensor_servable.h"
 #include "core/text_embedding_servable.h"
@@ -25,7 +28,8 @@ struct InferenceServiceOptions {
   // Folder holding one sub-folder per model (see engine/model_config.h).
   std::string model_repository = "models";
   // The model that the name "default" and requests without a model use. Empty = the first
-  // text-embedding model found (by folder name).
+  // text-embedding model found (by folder name). Generation's "default" is this model when it
+  // is generative, else the first generative model found.
   std::string default_model;
   // Load models on first use instead of at start-up. Start-up is faster; the first request
   // to each model waits for its load.
@@ -33,6 +37,7 @@ struct InferenceServiceOptions {
   OnnxSessionOptions session;
   TextServableOptions text;
   TensorServableOptions tensor;
+  GenerativeServableOptions generative;
   // Embedding cache (core/embedding_cache.h): the in-process L1 tier is on unless
   // cache_enabled is false; the Redis L2 tier only when redis_enabled is set.
   bool cache_enabled = true;
@@ -84,30 +89,36 @@ class InferenceService final : public InferenceApi {
     mutable std::mutex mutex;
     ModelState state = ModelState::kUnloaded;
     std::string error;
-    std::shared_ptr<TextEmbeddingServable> text;
-    std::shared_ptr<TensorServable> tensor;
+    // Of config.kind's class (TextEmbeddingServable, TensorServable, GenerativeServable);
+    // null until loaded.
+    std::shared_ptr<Servable> servable;
     std::vector<std::function<void(const Status&)>> waiters;  // Run when a load ends.
     bool reloading = false;
-  };
-  struct Servables {
-    std::shared_ptr<TextEmbeddingServable> text;
-    std::shared_ptr<TensorServable> tensor;
+
+    // The servable as its kind's class; null when not loaded or of another kind. Under mutex.
+    template <typename T>
+    std::shared_ptr<T> As() const {
+      return std::dynamic_pointer_cast<T>(servable);
+    }
   };
 
   InferenceService(const InferenceServiceOptions& options, MetricsRegistry& metrics,
                    const Clock& clock);
-  Entry* Find(const std::string& name) const;
+  // The entry `name` names; "default" and "" mean default_model_ (or, for generation,
+  // default_generative_model_).
+  Entry* Find(const std::string& name, bool generative = false) const;
   // Runs `then` once the model is ready (now, or when its load finishes), or with the error.
   void WithModel(Entry* entry, std::function<void(const Status&)> then);
   Status LoadEntry(Entry* entry);
   // Runs `work` on a loader thread; false (nothing runs) once shutting down.
   bool StartLoader(std::function<void()> work);
-  Result<Servables> Build(const ModelConfig& config);
+  Result<std::shared_ptr<Servable>> Build(const ModelConfig& config);
   ModelDescription DescribeEntry(const Entry& entry) const;
 
   const InferenceServiceOptions options_;
   MetricsRegistry& metrics_registry_;
   ServableMetricFamilies metric_families_;
+  GenerationMetricFamilies generation_metric_families_;
   const Clock& clock_;
   // Declared before the entries (servables hold pointers to the cache); the destructor
   // releases them in the order their callbacks need.
@@ -116,6 +127,7 @@ class InferenceService final : public InferenceApi {
   std::unique_ptr<EmbeddingCache> cache_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // By name; fixed after Create().
   std::string default_model_;
+  std::string default_generative_model_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> startup_loaded_{false};

@@ -21,6 +21,10 @@ struct StageTimings {
   int64_t batch_micros = 0;      // Forming the batch and filling the padded input buffers.
   int64_t infer_micros = 0;      // The model run of the batch.
   int64_t serialize_micros = 0;  // Writing the response body.
+  // Generation only (core/generation.h): admission to the first generated token, and the first
+  // token to the end. Not in ToServerTiming(): a stream's headers go out before either is known.
+  int64_t prefill_micros = 0;
+  int64_t decode_micros = 0;
   int64_t total_micros = 0;      // From the last request byte read to the response ready.
 
   // "parse;dur=0.012, tokenize;dur=0.030, ..." in milliseconds (Server-Timing syntax).

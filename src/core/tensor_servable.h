@@ -13,6 +13,7 @@
 
 #include "core/batch_scheduler.h"
 #include "core/inference_api.h"
+#include "core/servable.h"
 #include "core/servable_metrics.h"
 #include "engine/model_config.h"
 #include "engine/onnx_session.h"
@@ -25,19 +26,19 @@ struct TensorServableOptions {
   int64_t default_timeout_micros = 30'000'000;
 };
 
-class TensorServable {
+class TensorServable final : public Servable {
  public:
   static Result<std::unique_ptr<TensorServable>> Load(const ModelConfig& config,
                                                       const OnnxSessionOptions& session,
                                                       const TensorServableOptions& options,
                                                       const ServableMetrics& metrics,
                                                       const Clock& clock);
-  ~TensorServable();
+  ~TensorServable() override;
 
   void Infer(TensorRequest request, TensorCallback done);
-  ModelDescription Describe() const;
-  void Stop(bool drain);
-  int64_t queued_rows() const { return scheduler_->queued_rows(); }
+  ModelDescription Describe() const override;
+  void Stop(bool drain) override;
+  int64_t queued_rows() const override { return scheduler_->queued_rows(); }
 
  private:
   TensorServable(const ModelConfig& config, const ServableMetrics& metrics, const Clock& clock,

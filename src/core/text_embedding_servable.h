@@ -38,6 +38,7 @@
 #include "core/inference_api.h"
 #include "core/latency_window.h"
 #include "core/precision_controller.h"
+#include "core/servable.h"
 #include "core/servable_metrics.h"
 #include "engine/model_config.h"
 #include "engine/text_embedding_model.h"
@@ -95,7 +96,7 @@ struct TextServableOptions {
   int64_t reference_backfill_below_utilization_percent = 50;
 };
 
-class TextEmbeddingServable {
+class TextEmbeddingServable final : public Servable {
  public:
   // `cache` may be null (no caching); it must outlive the servable.
   static Result<std::unique_ptr<TextEmbeddingServable>> Load(const ModelConfig& config,
@@ -104,7 +105,7 @@ class TextEmbeddingServable {
                                                              const ServableMetrics& metrics,
                                                              EmbeddingCache* cache,
                                                              const Clock& clock);
-  ~TextEmbeddingServable();
+  ~TextEmbeddingServable() override;
 
   // A pass for one request, or null once Stop() has begun. A caller that picks this
   // servable under a lock that a reload swaps it under takes the pass under that lock too,
@@ -112,15 +113,15 @@ class TextEmbeddingServable {
   InFlightGate::Pass Admit() { return gate_.Enter(); }
   // `pass` from Admit() (a null one is answered Unavailable).
   void Embed(EmbedRequest request, EmbedCallback done, InFlightGate::Pass pass);
-  ModelDescription Describe() const;
+  ModelDescription Describe() const override;
   // Refuses new requests, stops the controller and, once every admitted request has been
   // answered and nothing refers to this object any more, the worker. With drain, queued
   // items still run; without, they fail at once (Unavailable), which also ends the requests
   // waiting for them.
-  void Stop(bool drain);
+  void Stop(bool drain) override;
 
   const ModelConfig& config() const { return config_; }
-  int64_t queued_rows() const { return scheduler_->queued_rows(); }
+  int64_t queued_rows() const override { return scheduler_->queued_rows(); }
   // Pins the variant for requests that pin none (admin), disabling the controller until
   // `name` is empty again. InvalidArgument naming the variants if unknown.
   Status SetActiveVariant(const std::string& name);

@@ -2,13 +2,22 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace tailcut {
 namespace fs = std::filesystem;
 
 std::string_view ModelKindName(ModelKind kind) {
-  return kind == ModelKind::kTextEmbedding ? "text-embedding" : "tensor";
+  switch (kind) {
+    case ModelKind::kTextEmbedding:
+      return "text-embedding";
+    case ModelKind::kTensor:
+      return "tensor";
+    case ModelKind::kGenerative:
+      return "generative";
+  }
+  return "tensor";
 }
 
 namespace {
@@ -57,6 +66,63 @@ Status ReadFidelity(const YAML::Node& v, const char* key, const std::string& whe
   return Status::Ok();
 }
 
+// The folder's *.gguf files, sorted.
+std::vector<fs::path> GgufFiles(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec) && e.path().extension() == ".gguf") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The GGUF file a generative model folder serves when model.yaml names none: its only one.
+Result<std::string> OnlyGguf(const fs::path& dir, const std::string& where) {
+  const std::vector<fs::path> files = GgufFiles(dir);
+  if (files.empty()) return Status::NotFound(where + " holds no .gguf file");
+  if (files.size() > 1) {
+    return Status::InvalidArgument(where + " holds " + std::to_string(files.size()) +
+                                   " .gguf files; name one with 'file:' in model.yaml");
+  }
+  return files.front().string();
+}
+
+// A generative model's one variant: its GGUF file, named after it (the quantisation is in the
+// name, e.g. "SmolLM2-135M-Instruct.Q4_1").
+VariantConfig GgufVariant(const std::string& file_path) {
+  VariantConfig v;
+  v.name = fs::path(file_path).stem().string();
+  v.file_path = file_path;
+  return v;
+}
+
+// Reads and checks the generation keys of a kind: generative model.yaml.
+Status ReadGenerativeConfig(const YAML::Node& root, const std::string& file,
+                            GenerativeConfig* out) {
+  struct Key {
+    const char* name;
+    int* value;
+    int min;
+  };
+  const Key keys[] = {{"context_tokens", &out->context_tokens, 0},
+                      {"max_sequences", &out->max_sequences, 1},
+                      {"batch_tokens", &out->batch_tokens, 1},
+                      {"prefill_chunk_tokens", &out->prefill_chunk_tokens, 1},
+                      {"max_waiting_requests", &out->max_waiting_requests, 1},
+                      {"max_queue_delay_millis", &out->max_queue_delay_millis, 0},
+                      {"decode_threads", &out->decode_threads, 1},
+                      {"batch_threads", &out->batch_threads, 1}};
+  for (const Key& key : keys) {
+    if (Status s = ReadScalar(root, key.name, file, key.value); !s.ok()) return s;
+    if (*key.value < key.min) {
+      return Status::InvalidArgument("'" + file + "': " + key.name + " must be at least " +
+                                     std::to_string(key.min));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
@@ -72,13 +138,22 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
 
   const fs::path yaml_path = dir / "model.yaml";
   if (!fs::exists(yaml_path, ec)) {
-    if (!fs::exists(config.file_path, ec)) {
-      return Status::NotFound("model folder '" + dir_arg +
-                              "' has neither model.yaml nor model.onnx");
+    if (fs::exists(config.file_path, ec)) {
+      config.variants.push_back(ImplicitDefaultVariant(config.file_path));
+      config.default_variant = "fp32";
+      return config;  // A bare ONNX file: a tensor model.
     }
-    config.variants.push_back(ImplicitDefaultVariant(config.file_path));
-    config.default_variant = "fp32";
-    return config;  // A bare ONNX file: a tensor model.
+    auto gguf = OnlyGguf(dir, "model folder '" + dir_arg + "'");
+    if (!gguf.ok()) {
+      if (gguf.status().code() != Status::Code::kNotFound) return gguf.status();
+      return Status::NotFound("model folder '" + dir_arg +
+                              "' has neither model.yaml nor model.onnx nor a .gguf file");
+    }
+    config.kind = ModelKind::kGenerative;  // A bare GGUF file: a generative model.
+    config.file_path = *gguf;
+    config.variants.push_back(GgufVariant(config.file_path));
+    config.default_variant = config.variants.front().name;
+    return config;
   }
 
   const std::string file = yaml_path.string();
@@ -108,9 +183,34 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
     config.kind = ModelKind::kTextEmbedding;
   } else if (kind == "tensor") {
     config.kind = ModelKind::kTensor;
+  } else if (kind == "generative") {
+    config.kind = ModelKind::kGenerative;
   } else {
     return Status::InvalidArgument("'" + file + "': kind '" + kind +
-                                   "' is not one of text-embedding, tensor");
+                                   "' is not one of text-embedding, tensor, generative");
+  }
+  if (config.kind == ModelKind::kGenerative) {
+    // The embedding keys (tokenizer, pooling, variants...) do not apply: the GGUF file holds
+    // its own vocabulary, and a quantisation is another model folder, not a variant.
+    if (root["variants"]) {
+      return Status::InvalidArgument("'" + file +
+                                     "': a generative model takes no 'variants' (serve "
+                                     "another quantisation from its own folder)");
+    }
+    if (Status s = ReadGenerativeConfig(root, file, &config.generation); !s.ok()) return s;
+    if (root["file"]) {
+      config.file_path = (dir / model_file).string();
+    } else {
+      auto gguf = OnlyGguf(dir, "'" + file + "'");
+      if (!gguf.ok()) return gguf.status().code() == Status::Code::kNotFound
+                                 ? Status::InvalidArgument(gguf.status().message())
+                                 : gguf.status();
+      config.file_path = *gguf;
+    }
+    config.variants.push_back(GgufVariant(config.file_path));
+    config.default_variant = config.variants.front().name;
+    if (config.name.empty()) return Status::InvalidArgument("'" + file + "': name is empty");
+    return config;
   }
   if (pooling == "none") {
     config.pooling = Pooling::kNone;

@@ -1,10 +1,12 @@
 // ModelConfig: what a model folder in the model repository declares about itself, read from
 // its model.yaml. A folder holding only model.onnx is a plain tensor model named after the
-// folder, so any ONNX file dropped into the repository can be served over KServe v2.
+// folder, so any ONNX file dropped into the repository can be served over KServe v2; a folder
+// holding only one *.gguf file is a generative model with the default generation options.
 //
 //   name: all-MiniLM-L6-v2        # how clients address it (defaults to the folder name)
-//   kind: text-embedding          # text-embedding | tensor
-//   file: model.onnx              # relative to the folder
+//   kind: text-embedding          # text-embedding | tensor | generative
+//   file: model.onnx              # relative to the folder (generative: the .gguf file; the
+//                                 #   folder's only *.gguf when omitted)
 //   tokenizer: tokenizer.json     # text models: a Hugging Face tokenizer.json (WordPiece)
 //   max_sequence_length: 256      # tokens, [CLS]/[SEP] included
 //   output: sentence_embedding    # the output tensor that holds the embedding
@@ -29,6 +31,20 @@
 // only ever switches to a variant that is (src/core/variant_eligibility.h). A variant that
 // omits them is of unknown fidelity and is served only when a request pins it.
 //
+// A generative model (a GGUF file run by llama.cpp) takes these keys instead of the embedding
+// ones (GenerativeConfig says what each bounds):
+//
+//   kind: generative
+//   file: SmolLM2-135M-Instruct.Q4_1.gguf
+//   context_tokens: 2048          # KV-cache cells shared by all running sequences
+//   max_sequences: 8              # requests generating at once
+//   batch_tokens: 512             # most tokens in one decode step
+//   prefill_chunk_tokens: 256     # most prompt tokens of one request in one step
+//   max_waiting_requests: 64      # requests waiting to start before 429s
+//   max_queue_delay_millis: 10000 # longest wait for KV space before a 429
+//   decode_threads: 1             # llama.cpp compute threads (see GenerativeModelOptions)
+//   batch_threads: 1
+//
 // Thread-safety: plain value types.
 #pragma once
 
@@ -40,7 +56,7 @@
 
 namespace tailcut {
 
-enum class ModelKind { kTextEmbedding, kTensor };
+enum class ModelKind { kTextEmbedding, kTensor, kGenerative };
 
 // One precision variant of a model: another ONNX file computing the same function.
 struct VariantConfig {
@@ -58,11 +74,25 @@ struct VariantConfig {
 };
 enum class Pooling { kNone, kMean, kCls };
 
+// The generation options of a kind: generative model, as model.yaml states them; the
+// generative servable turns them into GenerativeModelOptions and GenerationSchedulerOptions,
+// whose comments say how to tune each.
+struct GenerativeConfig {
+  int context_tokens = 4096;  // KV-cache cells (tokens) shared by all sequences.
+  int max_sequences = 8;      // Sequences generating at once.
+  int batch_tokens = 512;     // Most tokens (decode + prefill) in one step.
+  int prefill_chunk_tokens = 256;  // Most prompt tokens of one request per step.
+  int max_waiting_requests = 64;   // Waiting for admission before ResourceExhausted.
+  int max_queue_delay_millis = 10'000;  // Longest wait for admission; 0 = no limit.
+  int decode_threads = 1;
+  int batch_threads = 1;
+};
+
 struct ModelConfig {
   std::string name;
   std::string dir;  // Absolute folder of the model.
   ModelKind kind = ModelKind::kTensor;
-  std::string file_path;       // Absolute path of the ONNX file.
+  std::string file_path;       // Absolute path of the ONNX (generative: GGUF) file.
   std::string tokenizer_path;  // Absolute path; text models only.
   int max_sequence_length = 256;
   std::string output;  // Empty = the model's first output.
@@ -73,10 +103,11 @@ struct ModelConfig {
   // At least one; without a `variants` list, one "fp32" variant of file_path.
   std::vector<VariantConfig> variants;
   std::string default_variant;  // A variant name; empty = the first.
+  GenerativeConfig generation;  // kind: generative only.
 };
 
-// Reads <dir>/model.yaml (or infers a tensor model from <dir>/model.onnx). Errors name the
-// file and the offending key.
+// Reads <dir>/model.yaml (or infers a tensor model from <dir>/model.onnx, or a generative one
+// from the folder's only *.gguf). Errors name the file and the offending key.
 Result<ModelConfig> LoadModelConfig(const std::string& dir);
 
 std::string_view ModelKindName(ModelKind kind);

@@ -28,6 +28,64 @@ TEST(ModelConfigTest, BareOnnxFileIsATensorModelNamedAfterItsFolder) {
   EXPECT_EQ(c->kind, ModelKind::kTensor);
 }
 
+TEST(ModelConfigTest, BareGgufFileIsAGenerativeModelNamedAfterItsFolder) {
+  auto dir = testing::TempDir("baregguf") / "chat";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tiny.Q4_1.gguf") << "x";
+  auto c = LoadModelConfig(dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->name, "chat");
+  EXPECT_EQ(c->kind, ModelKind::kGenerative);
+  EXPECT_EQ(c->file_path, (dir / "tiny.Q4_1.gguf").string());
+  ASSERT_EQ(c->variants.size(), 1u);
+  EXPECT_EQ(c->variants[0].name, "tiny.Q4_1");
+  EXPECT_EQ(c->default_variant, "tiny.Q4_1");
+  EXPECT_EQ(c->generation.context_tokens, GenerativeConfig{}.context_tokens);
+
+  // Two GGUF files and no model.yaml to choose: an error that says so, not a guess.
+  std::ofstream(dir / "other.gguf") << "x";
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("2 .gguf files"), std::string::npos);
+}
+
+TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
+  auto dir = testing::TempDir("genyaml");
+  std::ofstream(dir / "a.gguf") << "x";
+  std::ofstream(dir / "b.gguf") << "x";
+  std::ofstream(dir / "model.yaml") << "name: smol\nkind: generative\nfile: b.gguf\n"
+                                       "context_tokens: 512\nmax_sequences: 3\n"
+                                       "batch_tokens: 128\nprefill_chunk_tokens: 64\n"
+                                       "max_waiting_requests: 5\nmax_queue_delay_millis: 250\n";
+  auto c = LoadModelConfig(dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->kind, ModelKind::kGenerative);
+  EXPECT_EQ(ModelKindName(c->kind), "generative");
+  EXPECT_EQ(c->file_path, (dir / "b.gguf").string());
+  EXPECT_EQ(c->generation.context_tokens, 512);
+  EXPECT_EQ(c->generation.max_sequences, 3);
+  EXPECT_EQ(c->generation.batch_tokens, 128);
+  EXPECT_EQ(c->generation.prefill_chunk_tokens, 64);
+  EXPECT_EQ(c->generation.max_waiting_requests, 5);
+  EXPECT_EQ(c->generation.max_queue_delay_millis, 250);
+
+  std::ofstream(dir / "model.yaml") << "kind: generative\nfile: a.gguf\nmax_sequences: 0\n";
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("max_sequences must be at least 1"), std::string::npos);
+
+  std::ofstream(dir / "model.yaml") << "kind: generative\n";  // Two files, none named.
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("name one with 'file:'"), std::string::npos);
+
+  std::ofstream(dir / "model.yaml") << "kind: generative\nfile: a.gguf\n"
+                                       "variants: [{name: q, file: q.gguf}]\n";
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("no 'variants'"), std::string::npos);
+}
+
 TEST(ModelConfigTest, BadValuesNameTheKey) {
   auto dir = testing::TempDir("badcfg");
   std::ofstream(dir / "model.yaml") << "name: x\nkind: text-embedding\ntokenizer: t.json\n"

@@ -15,10 +15,15 @@ inline std::string ModelDir() {
   return std::string(TAILCUT_MODELS_DIR) + "/all-MiniLM-L6-v2";
 }
 
-// The GGUF file scripts/setup.sh installs.
+// The GGUF file scripts/setup.sh installs, in its model folder; a checkout whose models were
+// set up before that folder existed still has it in models/gguf/ (set-up moves it).
 inline std::string GgufPath() {
   if (const char* env = std::getenv("TAILCUT_GGUF"); env && *env) return env;
-  return std::string(TAILCUT_MODELS_DIR) + "/gguf/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string file = "SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string installed = std::string(TAILCUT_MODELS_DIR) + "/smollm2-135m-instruct/" + file;
+  const std::string legacy = std::string(TAILCUT_MODELS_DIR) + "/gguf/" + file;
+  return !std::filesystem::exists(installed) && std::filesystem::exists(legacy) ? legacy
+                                                                                 : installed;
 }
 
 inline std::string SourcePath(const std::string& relative) {

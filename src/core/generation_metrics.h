@@ -1,0 +1,52 @@
+// Generation metrics: the series every generative model reports, declared once per registry
+// (GenerationMetricFamilies, owned by the inference service) and instantiated per model with
+// label model="<name>", in the style of servable_metrics.h. The latencies a streaming client
+// feels are time to first token (arrival to the first generated token) and inter-token time
+// (between two tokens of one sequence: the step time every running stream pays).
+//
+// Thread-safety: the referenced metrics are atomic; ForModel() is safe from any thread.
+#pragma once
+
+#include <string>
+
+#include "obs/metrics.h"
+
+namespace tailcut {
+
+// One model's generation metrics; pointers stay valid for the registry's lifetime.
+struct GenerationMetrics {
+  Histogram* time_to_first_token_seconds;  // Arrival to the first token.
+  Histogram* inter_token_seconds;          // Between consecutive tokens of one sequence.
+  Histogram* queue_seconds;                // Arrival to admission into the running set.
+  Histogram* duration_seconds;             // Arrival to the end, for every admitted request.
+  Counter* prompt_tokens;
+  Counter* generated_tokens;
+  Counter* cancellations;  // Ended because the client went away.
+  Counter* rejected;       // Refused with kResourceExhausted (queue full or waited too long).
+  Gauge* running_sequences;
+  Gauge* waiting_requests;
+  Gauge* kv_used_cells;
+  Gauge* kv_capacity_cells;
+};
+
+class GenerationMetricFamilies {
+ public:
+  explicit GenerationMetricFamilies(MetricsRegistry& registry);
+  GenerationMetrics ForModel(const std::string& model);
+
+ private:
+  Family<Histogram>& time_to_first_token_;
+  Family<Histogram>& inter_token_;
+  Family<Histogram>& queue_;
+  Family<Histogram>& duration_;
+  Family<Counter>& prompt_tokens_;
+  Family<Counter>& generated_tokens_;
+  Family<Counter>& cancellations_;
+  Family<Counter>& rejected_;
+  Family<Gauge>& running_;
+  Family<Gauge>& waiting_;
+  Family<Gauge>& kv_used_;
+  Family<Gauge>& kv_capacity_;
+};
+
+}  // namespace tailcut

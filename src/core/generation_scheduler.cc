@@ -1,0 +1,506 @@
+#include "core/generation_scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/sampler.h"
+
+namespace tailcut {
+
+namespace {
+
+double Seconds(int64_t micros) { return static_cast<double>(micros) / 1e6; }
+
+// Bytes at the end of `text` that start a UTF-8 character without completing it (0 .. 3): a
+// token may end inside a character whose other bytes the next token brings.
+size_t IncompleteUtf8Tail(const std::string& text) {
+  const size_t n = text.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto byte = static_cast<unsigned char>(text[n - back]);
+    if ((byte & 0xC0) == 0x80) continue;  // A continuation byte: look further back.
+    const size_t length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC0 ? 2 : 1;
+    return length > back ? back : 0;
+  }
+  return 0;  // Only continuation bytes (or none): nothing a later token can complete.
+}
+
+// The longest suffix of `text` that is a proper prefix of one of `stops`: text that may still
+// turn out to begin a stop string, so it is held back until the next tokens decide.
+size_t PossibleStopTail(const std::string& text, const std::vector<std::string>& stops) {
+  size_t longest = 0;
+  for (const std::string& stop : stops) {
+    for (size_t len = std::min(text.size(), stop.size() - 1); len > longest; --len) {
+      if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
+        longest = len;
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
+}  // namespace
+
+struct GenerationScheduler::Request {
+  std::vector<TokenId> prompt;
+  std::unique_ptr<Sampler> sampler;
+  GenerationSinkPtr sink;
+  std::vector<std::string> stop;  // Non-empty strings only.
+  int32_t max_tokens = 0;         // Resolved: > 0, and prompt + max_tokens fits the context.
+  CancellationFlag cancellation;
+  int64_t call_micros = 0;      // clock_ at Generate().
+  int64_t arrival_micros = 0;   // clock_ once tokenised: queueing starts.
+  int64_t deadline_micros = 0;  // clock_ time; 0 = none.
+  StageTimings timings;
+  int32_t cells() const { return static_cast<int32_t>(prompt.size()) + max_tokens; }
+};
+
+struct GenerationScheduler::Sequence {
+  std::unique_ptr<Request> request;
+  SequenceId id = 0;
+  int64_t admitted_micros = 0;
+  size_t prefilled = 0;           // Prompt tokens in the cache.
+  TokenPosition position = 0;     // Where the next decoded token goes.
+  TokenId pending = kNoToken;     // Sampled, streamed, not yet decoded into the cache.
+  int32_t generated = 0;          // Tokens sampled.
+  std::string held;               // Generated text not yet sent (a possible stop, a partial
+                                  // UTF-8 character).
+  int32_t unsent_tokens = 0;      // Tokens whose text is (partly) in `held`.
+  float last_logprob = 0.0f;
+  int64_t first_token_micros = 0;
+  int64_t last_token_micros = 0;
+  std::string finish_reason;
+};
+
+GenerationScheduler::GenerationScheduler(GenerativeModel* model,
+                                         GenerationSchedulerOptions options, const Clock& clock)
+    : model_(model),
+      options_(std::move(options)),
+      clock_(clock),
+      // At least one decode entry per sequence fits a step (when the model's batch allows).
+      step_tokens_(std::min(model->batch_tokens(),
+                            std::max(options_.max_tokens_per_step > 0
+                                         ? options_.max_tokens_per_step
+                                         : model->batch_tokens(),
+                                     model->max_sequences()))) {
+  for (SequenceId id = model_->max_sequences() - 1; id >= 0; --id) free_ids_.push_back(id);
+  stats_.kv_capacity_cells = model_->context_tokens();
+  if (options_.metrics) {
+    options_.metrics->kv_capacity_cells->Set(static_cast<double>(model_->context_tokens()));
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+GenerationScheduler::~GenerationScheduler() { Stop(/*drain=*/false); }
+
+void GenerationScheduler::Generate(GenerateRequest request, GenerationSinkPtr sink) {
+  const int64_t start = clock_.NowMicros();
+  auto r = std::make_unique<Request>();
+  r->sink = std::move(sink);
+  auto refuse = [&](Status status) {
+    if (options_.metrics && status.code() == Status::Code::kResourceExhausted) {
+      options_.metrics->rejected->Inc();
+    }
+    r->sink->OnEnd(std::move(status));
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return refuse(Status::Unavailable("the model is shutting down"));
+  }
+  if (request.chat && request.messages.empty()) {
+    return refuse(Status::InvalidArgument("messages is empty"));
+  }
+  auto tokens = [&]() -> Result<std::vector<TokenId>> {
+    if (!request.chat) {
+      return model_->Tokenize(request.prompt, /*add_special=*/true, /*parse_special=*/false);
+    }
+    auto text = model_->ApplyChatTemplate(request.messages, /*add_generation_prompt=*/true);
+    if (!text.ok()) return text.status();
+    return model_->Tokenize(*text, /*add_special=*/false, /*parse_special=*/true);
+  }();
+  if (!tokens.ok()) return refuse(Status::InvalidArgument(tokens.status().message()));
+  r->prompt = std::move(tokens).value();
+  if (r->prompt.empty()) return refuse(Status::InvalidArgument("the prompt is empty"));
+
+  const int32_t context = model_->context_tokens();
+  const auto prompt_tokens = static_cast<int32_t>(r->prompt.size());
+  if (request.max_tokens < 0) {
+    return refuse(Status::InvalidArgument("max_tokens must not be negative, got " +
+                                          std::to_string(request.max_tokens)));
+  }
+  if (prompt_tokens >= context) {
+    return refuse(Status::InvalidArgument(
+        "the prompt has " + std::to_string(prompt_tokens) + " tokens; the model's context holds " +
+        std::to_string(context) + " (prompt and generated tokens together)"));
+  }
+  if (request.max_tokens > context - prompt_tokens) {
+    return refuse(Status::InvalidArgument(
+        "the prompt (" + std::to_string(prompt_tokens) + " tokens) plus max_tokens (" +
+        std::to_string(request.max_tokens) + ") exceed the model's context of " +
+        std::to_string(context) + " tokens"));
+  }
+  r->max_tokens = request.max_tokens > 0 ? request.max_tokens : context - prompt_tokens;
+
+  SamplingParams params = request.sampling;
+  params.compute_logprob = request.logprobs;
+  auto sampler = CreateSampler(params);
+  if (!sampler.ok()) return refuse(sampler.status());
+  r->sampler = std::move(sampler).value();
+  for (std::string& s : request.stop) {
+    if (!s.empty()) r->stop.push_back(std::move(s));
+  }
+  r->cancellation = std::move(request.cancellation);
+  r->timings = request.timings;
+  r->call_micros = start;
+  r->deadline_micros = request.deadline_micros;
+  if (r->deadline_micros == 0 && options_.default_timeout_millis > 0) {
+    r->deadline_micros = start + options_.default_timeout_millis * 1000;
+  }
+  const int64_t tokenized = clock_.NowMicros();
+  r->timings.tokenize_micros += tokenized - start;
+  r->arrival_micros = tokenized;  // Queue time starts once the request is ready to run.
+
+  Status refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      refused = Status::Unavailable("the model is shutting down");
+    } else if (static_cast<int32_t>(waiting_.size()) >= options_.max_waiting_requests) {
+      refused = Status::ResourceExhausted(
+          std::to_string(waiting_.size()) + " generation requests are already waiting for model '" +
+          options_.model_name + "'");
+    } else {
+      waiting_.push_back(std::move(r));
+      stats_.waiting = static_cast<int32_t>(waiting_.size());
+    }
+  }
+  // Answered outside the lock: a sink call must not run under it.
+  if (!refused.ok()) return refuse(std::move(refused));
+  wake_.notify_one();
+}
+
+void GenerationScheduler::Stop(bool drain) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    drain_ = drain;
+    stats_.stopping = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+GenerationSchedulerStats GenerationScheduler::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void GenerationScheduler::ExpireAndAdmitLocked(
+    int64_t now, std::vector<std::pair<std::unique_ptr<Request>, Status>>* ended,
+    std::vector<std::unique_ptr<Sequence>>* admitted) {
+  const int64_t max_delay = options_.max_queue_delay_millis * 1000;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Request& r = **it;
+    Status status;
+    if (IsCancelled(r.cancellation)) {
+      status = Status::Cancelled("the client went away");
+    } else if (r.deadline_micros > 0 && now >= r.deadline_micros) {
+      status = Status::DeadlineExceeded("the deadline passed before generation started");
+    } else if (max_delay > 0 && now - r.arrival_micros > max_delay) {
+      status = Status::ResourceExhausted(
+          "waited " + std::to_string((now - r.arrival_micros) / 1000) +
+          " ms for KV-cache space on model '" + options_.model_name + "' (limit " +
+          std::to_string(options_.max_queue_delay_millis) + " ms)");
+    }
+    if (status.ok()) {
+      ++it;
+      continue;
+    }
+    ended->emplace_back(std::move(*it), std::move(status));
+    it = waiting_.erase(it);
+  }
+  // First come, first served: a request that does not fit holds back the ones behind it, so a
+  // large request is not starved by a stream of small ones.
+  const int32_t capacity = model_->context_tokens();
+  while (!waiting_.empty() && !free_ids_.empty() &&
+         reserved_cells_ + waiting_.front()->cells() <= capacity) {
+    auto seq = std::make_unique<Sequence>();
+    seq->request = std::move(waiting_.front());
+    waiting_.pop_front();
+    seq->id = free_ids_.back();
+    free_ids_.pop_back();
+    seq->admitted_micros = now;
+    reserved_cells_ += seq->request->cells();
+    admitted->push_back(std::move(seq));
+  }
+}
+
+void GenerationScheduler::Loop() {
+  for (;;) {
+    std::vector<std::pair<std::unique_ptr<Request>, Status>> ended;
+    std::vector<std::unique_ptr<Sequence>> admitted;
+    bool abort = false;
+    bool exit = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return !waiting_.empty() || !running_.empty() || stopping_; });
+      const int64_t now = clock_.NowMicros();
+      if (stopping_ && !drain_) {
+        abort = true;
+        for (auto& r : waiting_) {
+          ended.emplace_back(std::move(r), Status::Unavailable("the model is shutting down"));
+        }
+        waiting_.clear();
+      } else {
+        ExpireAndAdmitLocked(now, &ended, &admitted);
+      }
+      exit = stopping_ && waiting_.empty() && running_.empty() && admitted.empty();
+      // Current before any sink call of this round (PublishStats adds the KV usage later).
+      stats_.waiting = static_cast<int32_t>(waiting_.size());
+      stats_.running = static_cast<int32_t>(running_.size() + admitted.size());
+      stats_.kv_reserved_cells = reserved_cells_;
+    }
+    for (auto& [request, status] : ended) {
+      if (options_.metrics) {
+        if (status.code() == Status::Code::kResourceExhausted) options_.metrics->rejected->Inc();
+        if (status.code() == Status::Code::kCancelled) options_.metrics->cancellations->Inc();
+      }
+      request->sink->OnEnd(std::move(status));
+    }
+    if (abort) {
+      while (!running_.empty()) {
+        std::unique_ptr<Sequence> seq = std::move(running_.back());
+        running_.pop_back();
+        Finish(std::move(seq), Status::Unavailable("the model is shutting down"));
+      }
+      PublishStats();
+      return;
+    }
+    for (auto& seq : admitted) {
+      const Request& r = *seq->request;
+      if (options_.metrics) {
+        options_.metrics->queue_seconds->Observe(Seconds(seq->admitted_micros - r.arrival_micros));
+        options_.metrics->prompt_tokens->Inc(static_cast<double>(r.prompt.size()));
+      }
+      GenerationStart start;
+      start.model = options_.model_name;
+      start.variant = options_.variant_name;
+      start.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+      start.queue_micros = seq->admitted_micros - r.arrival_micros;
+      r.sink->OnStart(start);
+      running_.push_back(std::move(seq));
+    }
+    if (exit) {
+      PublishStats();
+      return;
+    }
+    if (!running_.empty()) Step();
+    PublishStats();
+  }
+}
+
+void GenerationScheduler::Step() {
+  const int64_t now = clock_.NowMicros();
+  // Sequences whose request ended from outside leave before the step spends work on them.
+  for (size_t i = 0; i < running_.size();) {
+    const Request& r = *running_[i]->request;
+    Status status;
+    if (IsCancelled(r.cancellation)) {
+      status = Status::Cancelled("the client went away");
+    } else if (r.deadline_micros > 0 && now >= r.deadline_micros) {
+      status = Status::DeadlineExceeded("the deadline passed after " +
+                                        std::to_string(running_[i]->generated) +
+                                        " generated tokens");
+    }
+    if (status.ok()) {
+      ++i;
+      continue;
+    }
+    if (options_.metrics && status.code() == Status::Code::kCancelled) {
+      options_.metrics->cancellations->Inc();
+    }
+    std::unique_ptr<Sequence> seq = std::move(running_[i]);
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    Finish(std::move(seq), std::move(status));
+  }
+  if (running_.empty()) return;
+
+  // One token for every generating sequence first (they are what clients are waiting on),
+  // then prompt chunks in admission order with what is left of the step's budget.
+  DecodeBatch batch;
+  std::vector<Sequence*> owner;  // Per batch entry.
+  int32_t budget = step_tokens_;
+  for (auto& seq : running_) {
+    if (seq->pending == kNoToken || budget == 0) continue;
+    batch.Add(seq->pending, seq->position, seq->id, /*logits=*/true);
+    owner.push_back(seq.get());
+    --budget;
+  }
+  std::vector<std::pair<Sequence*, int32_t>> chunks;
+  for (auto& seq : running_) {
+    const std::vector<TokenId>& prompt = seq->request->prompt;
+    if (seq->prefilled == prompt.size() || budget == 0) continue;
+    const auto remaining = static_cast<int32_t>(prompt.size() - seq->prefilled);
+    const int32_t n = std::min({remaining, options_.prefill_chunk_tokens, budget});
+    batch.AddTokens(std::span<const TokenId>(prompt).subspan(seq->prefilled, n), seq->position,
+                    seq->id, /*logits_for_last=*/n == remaining);
+    owner.insert(owner.end(), static_cast<size_t>(n), seq.get());
+    chunks.emplace_back(seq.get(), n);
+    budget -= n;
+  }
+  if (batch.empty()) return;
+
+  auto logits = model_->Decode(batch);
+  if (!logits.ok()) {
+    // Admission reserved every cell, so this is a bug or an engine failure: end the
+    // sequences in the batch rather than retrying forever.
+    const Status error = Status::Internal("decode failed: " + logits.status().message());
+    std::vector<Sequence*> failed(owner.begin(), owner.end());
+    std::sort(failed.begin(), failed.end());
+    failed.erase(std::unique(failed.begin(), failed.end()), failed.end());
+    for (Sequence* f : failed) {
+      auto it = std::find_if(running_.begin(), running_.end(),
+                             [f](const auto& s) { return s.get() == f; });
+      std::unique_ptr<Sequence> seq = std::move(*it);
+      running_.erase(it);
+      Finish(std::move(seq), error);
+    }
+    return;
+  }
+  for (auto& [seq, n] : chunks) {
+    seq->prefilled += static_cast<size_t>(n);
+    seq->position += n;
+  }
+  for (Sequence* seq : owner) {
+    if (seq->pending != kNoToken) {
+      seq->pending = kNoToken;
+      seq->position += 1;
+    }
+  }
+  const int64_t decoded = clock_.NowMicros();
+  std::vector<Sequence*> finished;
+  for (int32_t row = 0; row < logits->rows(); ++row) {
+    Sequence* seq = owner[static_cast<size_t>(logits->EntryIndex(row))];
+    if (Advance(*seq, logits->Row(row), decoded)) finished.push_back(seq);
+  }
+  for (Sequence* f : finished) {
+    auto it =
+        std::find_if(running_.begin(), running_.end(), [f](const auto& s) { return s.get() == f; });
+    std::unique_ptr<Sequence> seq = std::move(*it);
+    running_.erase(it);
+    GenerationEnd end;
+    end.finish_reason = seq->finish_reason;
+    Finish(std::move(seq), std::move(end));
+  }
+}
+
+bool GenerationScheduler::Advance(Sequence& seq, std::span<const float> logits, int64_t now) {
+  Request& r = *seq.request;
+  const SampledToken sampled = r.sampler->Sample(logits);
+  ++seq.generated;
+  ++seq.unsent_tokens;
+  seq.last_logprob = sampled.logprob;
+  if (options_.metrics) {
+    options_.metrics->generated_tokens->Inc();
+    if (seq.first_token_micros == 0) {
+      options_.metrics->time_to_first_token_seconds->Observe(Seconds(now - r.call_micros));
+    } else {
+      options_.metrics->inter_token_seconds->Observe(Seconds(now - seq.last_token_micros));
+    }
+  }
+  if (seq.first_token_micros == 0) seq.first_token_micros = now;
+  seq.last_token_micros = now;
+
+  auto send = [&](size_t bytes) {
+    GenerationPiece piece;
+    piece.text = seq.held.substr(0, bytes);
+    piece.tokens = seq.unsent_tokens;
+    piece.logprob = seq.last_logprob;
+    seq.held.erase(0, bytes);
+    seq.unsent_tokens = 0;
+    r.sink->OnText(piece);
+  };
+  // At the end, what was held back is released: it did not become a stop string, and a
+  // character the model never completed is sent as U+FFFD rather than as broken UTF-8.
+  auto flush = [&](std::string reason) {
+    if (const size_t partial = IncompleteUtf8Tail(seq.held); partial > 0) {
+      seq.held.replace(seq.held.size() - partial, partial, "\xEF\xBF\xBD");
+    }
+    if (!seq.held.empty() || seq.unsent_tokens > 0) send(seq.held.size());
+    seq.finish_reason = std::move(reason);
+    return true;
+  };
+
+  if (model_->IsEndOfGeneration(sampled.token)) return flush("stop");
+  seq.held += model_->TokenToPiece(sampled.token, /*render_special=*/false);
+  // A stop string can only start in held text: anything already sent was no possible start.
+  size_t stop_at = std::string::npos;
+  for (const std::string& stop : r.stop) stop_at = std::min(stop_at, seq.held.find(stop));
+  if (stop_at != std::string::npos) {
+    seq.held.resize(stop_at);
+    send(stop_at);
+    seq.finish_reason = "stop";
+    return true;
+  }
+  if (seq.generated >= r.max_tokens) return flush("length");
+  const size_t hold = std::max(PossibleStopTail(seq.held, r.stop), IncompleteUtf8Tail(seq.held));
+  if (seq.held.size() > hold) send(seq.held.size() - hold);
+  seq.pending = sampled.token;
+  return false;
+}
+
+void GenerationScheduler::Finish(std::unique_ptr<Sequence> seq, Result<GenerationEnd> end) {
+  // The cells are free before the sink hears of the end, so a client that sends its next
+  // request on OnEnd finds them free.
+  (void)model_->RemoveSequence(seq->id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_ids_.push_back(seq->id);
+    reserved_cells_ -= seq->request->cells();
+    stats_.running = static_cast<int32_t>(running_.size());
+    stats_.kv_used_cells = model_->CacheUsage().used_cells;
+    stats_.kv_reserved_cells = reserved_cells_;
+  }
+  const Request& r = *seq->request;
+  const int64_t now = clock_.NowMicros();
+  if (options_.metrics) options_.metrics->duration_seconds->Observe(Seconds(now - r.call_micros));
+  if (end.ok()) {
+    end->model = options_.model_name;
+    end->variant = options_.variant_name;
+    end->usage.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+    end->usage.completion_tokens = seq->generated;
+    end->timings = r.timings;
+    end->timings.queue_micros = seq->admitted_micros - r.arrival_micros;
+    const int64_t first = seq->first_token_micros > 0 ? seq->first_token_micros : now;
+    end->timings.prefill_micros = first - seq->admitted_micros;
+    end->timings.decode_micros = now - first;
+  }
+  r.sink->OnEnd(std::move(end));
+}
+
+void GenerationScheduler::PublishStats() {
+  const KvCacheUsage usage = model_->CacheUsage();
+  GenerationSchedulerStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.running = static_cast<int32_t>(running_.size());
+    stats_.waiting = static_cast<int32_t>(waiting_.size());
+    stats_.kv_used_cells = usage.used_cells;
+    stats_.kv_capacity_cells = usage.capacity_cells;
+    stats_.kv_reserved_cells = reserved_cells_;
+    s = stats_;
+  }
+  if (options_.metrics) {
+    options_.metrics->running_sequences->Set(s.running);
+    options_.metrics->waiting_requests->Set(s.waiting);
+    options_.metrics->kv_used_cells->Set(s.kv_used_cells);
+    options_.metrics->kv_capacity_cells->Set(s.kv_capacity_cells);
+  }
+}
+
+}  // namespace tailcut

