@@ -66,7 +66,8 @@ struct HttpResponse {
 // write_timeout_millis, or on Abort(). Its connection is then closed: the client sees a body
 // without its last chunk, which HTTP clients report as an incomplete response.
 //
-// A stream dropped (last reference gone) without Finish() is aborted.
+// A stream dropped (last reference gone) without Finish() is aborted. Like an exchange, a
+// stream must not outlive the server that made it.
 //
 // Thread-safety: all methods are safe from any thread; calls from several threads are written
 // in the order they took the stream's lock.

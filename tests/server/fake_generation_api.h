@@ -3,7 +3,7 @@
 // without a work pool, a front-end's whole answer is then written before Dispatch() returns.
 // GenerationHarness wires it to a router with the generation routes, for FakeExchanges.
 //
-// Thread-safety: none; one test thread.
+// Thread-safety: none; one test thread (a shared script may play its sink on another).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,6 +25,8 @@ namespace tailcut {
 class FakeGenerationApi final : public InferenceApi {
  public:
   using Script = std::function<void(const GenerateRequest&, GenerationSink&)>;
+  // Given the sink itself, e.g. to play it on another thread, as the step loop does.
+  using SharedScript = std::function<void(const GenerateRequest&, GenerationSinkPtr)>;
 
   // Admitted, "Hel" + "lo", stop: what a generative model would do for a short answer.
   static void Hello(const GenerateRequest&, GenerationSink& sink) {
@@ -48,6 +50,7 @@ class FakeGenerationApi final : public InferenceApi {
   }
   void Generate(GenerateRequest request, GenerationSinkPtr sink) override {
     requests.push_back(std::move(request));
+    if (shared_script) return shared_script(requests.back(), std::move(sink));
     script(requests.back(), *sink);
   }
   std::vector<ModelDescription> ListModels() const override {
@@ -71,6 +74,7 @@ class FakeGenerationApi final : public InferenceApi {
   bool Ready() const override { return true; }
 
   Script script = Hello;
+  SharedScript shared_script;  // Used instead of `script` when set.
   std::vector<GenerateRequest> requests;
 };
 
