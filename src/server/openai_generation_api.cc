@@ -137,6 +137,9 @@ Result<GenerationCall> ParseGenerationRequest(std::string_view body_text, bool c
   req.model = call.requested_model;
 
   req.chat = chat;
+  // OpenAI's defaults: 16 tokens for a completion, a chat answer until it ends (or the context
+  // is full: 0).
+  req.max_tokens = chat ? 0 : 16;
   if (chat) {
     auto messages = ReadMessages(j);
     if (!messages.ok()) return messages.status();

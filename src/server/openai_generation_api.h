@@ -9,7 +9,9 @@
 // presence_penalty / frequency_penalty (-2..2), n (1 only), logprobs (completions: 0, the
 // sampled tokens' log-probabilities; chat: true, with top_logprobs 0), stream,
 // stream_options.include_usage, user (ignored). Header X-Request-Timeout-Ms sets a deadline.
-// Each logprobs entry is one piece of the core's output (usually one token).
+// Each logprobs entry is one piece of the core's output (usually one token). max_tokens
+// defaults as OpenAI's do: 16 for completions, none for chat (until the answer ends or the
+// context is full).
 //
 // Errors before the stream starts are OpenAI error objects with their HTTP status; after it
 // started, an event `data: {"error": {...}}`, and the body ends (no [DONE]).

@@ -89,6 +89,12 @@ TEST_F(OpenAiGenerationTest, ChatPassesItsMessagesAndAnswersWithAnAssistantMessa
   EXPECT_EQ(body["choices"][0], json::parse(R"({"index": 0, "finish_reason": "stop",
       "message": {"role": "assistant", "content": "Hello"}, "logprobs": null})"));
   EXPECT_EQ(body["usage"]["total_tokens"], 8);
+
+  // Without max_tokens, a chat answer runs until it ends; a completion gets OpenAI's 16.
+  h.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(h.api.requests.at(1).max_tokens, 0);
+  h.Post("/v1/completions", R"({"prompt": "p"})");
+  EXPECT_EQ(h.api.requests.at(2).max_tokens, 16);
 }
 
 TEST_F(OpenAiGenerationTest, StreamedCompletionSendsOneChunkPerPieceThenTheFinishAndDone) {
