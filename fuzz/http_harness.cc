@@ -138,6 +138,11 @@ class FakeInferenceApi final : public InferenceApi {
     done(std::move(r));
   }
 
+  void Generate(GenerateRequest request, GenerationSinkPtr sink) override {
+    (void)request;
+    sink->OnEnd(Status::FailedPrecondition("the fuzz harness does not generate"));
+  }
+
   std::vector<ModelDescription> ListModels() const override {
     return {*DescribeModel(std::string(kFakeTextModel)),
             *DescribeModel(std::string(kFakeTensorModel)),
@@ -204,6 +209,22 @@ class FuzzExchange final : public HttpExchange {
   std::string TakeBody() override { return std::exchange(request_.body(), std::string()); }
   void Respond(HttpResponse response) override {
     if (responses_++ == 0) response_ = std::move(response);
+  }
+  HttpStreamPtr StartStream(HttpResponse head) override {
+    // A streamed answer counts as the response; its pieces are dropped.
+    class NullStream final : public HttpStream {
+     public:
+      bool Write(std::string) override { return !ended_; }
+      void Finish() override { ended_ = true; }
+      void Abort() override { ended_ = true; }
+      bool closed() const override { return ended_; }
+
+     private:
+      bool ended_ = false;
+    };
+    if (responses_++ != 0) return nullptr;
+    response_ = std::move(head);
+    return std::make_shared<NullStream>();
   }
   int64_t received_micros() const override { return received_; }
   std::string_view remote_address() const override { return "127.0.0.1:1"; }

@@ -222,6 +222,13 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.http.write_timeout_millis; })
                   .AtLeast(1));
   t.push_back(Field(
+                  "server.max_stream_buffer_bytes",
+                  "Most bytes of one streamed response (server-sent events) queued for a client "
+                  "that reads slower than they are produced; past it the connection is closed "
+                  "and the request cancelled.",
+                  [](auto& c) -> auto& { return c.http.max_stream_buffer_bytes; })
+                  .AtLeast(1));
+  t.push_back(Field(
                   "server.max_connections",
                   "Most open connections; further ones are closed at once.",
                   [](auto& c) -> auto& { return c.http.max_connections; })

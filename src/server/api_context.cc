@@ -9,6 +9,17 @@
 #include <random>
 
 namespace tailcut {
+namespace {
+
+// `stages` (Server-Timing syntax) with the request's total appended.
+std::string WithTotal(std::string_view stages, const StageTimings& timings) {
+  char total[48];
+  std::snprintf(total, sizeof total, ", total;dur=%.3f",
+                static_cast<double>(timings.total_micros) / 1000.0);
+  return std::string(stages) + total;
+}
+
+}  // namespace
 
 ApiContext::ApiContext(InferenceApi& api, MetricsRegistry& metrics,
                        const ApiContextOptions& options, const Clock& clock)
@@ -72,6 +83,18 @@ void ApiContext::Infer(const HttpExchange& exchange, TensorRequest request, Tens
              }));
 }
 
+void ApiContext::Generate(const HttpExchange& exchange, GenerateRequest request,
+                          GenerationSinkPtr sink) {
+  request.cancellation = exchange.cancellation();
+  api_.Generate(std::move(request), std::move(sink));
+}
+
+void ApiContext::RunOnWorkPool(std::function<void()> task) {
+  WorkPool* pool = options_.work_pool;
+  if (!pool) return task();
+  pool->Submit(WorkPool::Lane::kLight, std::move(task));
+}
+
 size_t ApiContext::ModelLabelIndex(const std::string& model) const {
   if (model.empty()) return 0;
   if (model == "default") return default_model_index_;
@@ -104,19 +127,34 @@ ApiContext::RouteMetrics& ApiContext::MetricsFor(std::string_view route) {
 }
 
 void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
-                        const std::string& model, HttpResponse response, StageTimings timings) {
-  const int64_t now = clock_.NowMicros();
-  timings.total_micros = now - exchange->received_micros();
-  response.headers.emplace_back("Server-Timing", timings.ToServerTiming());
+                        const std::string& model, HttpResponse response, StageTimings timings,
+                        std::string_view server_timing) {
   const std::string traceparent = TraceparentFor(exchange->header("traceparent"));
+  Record(*exchange, route, model, response.status, timings, server_timing, traceparent);
+  response.headers.emplace_back("Server-Timing", server_timing.empty()
+                                                     ? timings.ToServerTiming()
+                                                     : WithTotal(server_timing, timings));
   response.headers.emplace_back("traceparent", traceparent);
+  exchange->Respond(std::move(response));
+}
+
+void ApiContext::RecordStreamed(const HttpExchange& exchange, std::string_view route,
+                                const std::string& model, unsigned status, StageTimings timings,
+                                std::string_view server_timing, std::string_view traceparent) {
+  Record(exchange, route, model, status, timings, server_timing, traceparent);
+}
+
+void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
+                        const std::string& model, unsigned status, StageTimings& timings,
+                        std::string_view server_timing, std::string_view traceparent) {
+  const int64_t now = clock_.NowMicros();
+  timings.total_micros = now - exchange.received_micros();
   RouteMetrics& m = MetricsFor(route);
   const size_t model_index = ModelLabelIndex(model);
-  const auto* status_slot =
-      std::find(kCachedStatuses.begin(), kCachedStatuses.end(), response.status);
+  const auto* status_slot = std::find(kCachedStatuses.begin(), kCachedStatuses.end(), status);
   auto requests_child = [&] {
     return &requests_.WithLabels(
-        {std::string(route), model_labels_[model_index], std::to_string(response.status)});
+        {std::string(route), model_labels_[model_index], std::to_string(status)});
   };
   if (status_slot == kCachedStatuses.end()) {
     requests_child()->Inc();
@@ -136,11 +174,12 @@ void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
   if (options_.slow_request_log_millis > 0 && !route.starts_with("/admin") &&
       timings.total_micros > options_.slow_request_log_millis * 1000) {
     // The trace id ties this line to the client's trace (W3C traceparent).
-    spdlog::warn("slow request {} {} model={} status={} trace={} {}",
-                 std::string(exchange->request().method_string()), route, model, response.status,
-                 traceparent.substr(3, 32), timings.ToServerTiming());
+    spdlog::warn(
+        "slow request {} {} model={} status={} trace={} {}",
+        std::string(exchange.request().method_string()), route, model, status,
+        traceparent.substr(3, 32),
+        server_timing.empty() ? timings.ToServerTiming() : WithTotal(server_timing, timings));
   }
-  exchange->Respond(std::move(response));
 }
 
 std::string TraceparentFor(std::string_view incoming) {

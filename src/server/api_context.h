@@ -51,13 +51,28 @@ class ApiContext {
   // ApiContextOptions::work_pool).
   void Embed(const HttpExchange& exchange, EmbedRequest request, EmbedCallback done);
   void Infer(const HttpExchange& exchange, TensorRequest request, TensorCallback done);
+  // The core API's Generate, cancelled like Embed's (and when a streamed answer's stream
+  // closes for a slow reader). The sink is called on the generation step loop: it must not
+  // block (server/generation_sink.h hands anything heavy to RunOnWorkPool).
+  void Generate(const HttpExchange& exchange, GenerateRequest request, GenerationSinkPtr sink);
+  // Runs `task` on the work pool's light lane; at once where there is no pool.
+  void RunOnWorkPool(std::function<void()> task);
   const Clock& clock() const { return clock_; }
   MetricsRegistry& registry() { return registry_; }
 
   // Sends `response` for a request to `route` (a pattern such as "/v1/embeddings") on
-  // `model`. `timings` may be partial; total and serialize are completed here.
+  // `model`. `timings` may be partial; total and serialize are completed here. A non-empty
+  // `server_timing` is sent in Server-Timing instead of the stages of `timings` (total is
+  // appended): generation reports queue, prefill and decode, which StageTimings has no
+  // names for.
   void Finish(const HttpExchangePtr& exchange, std::string_view route, const std::string& model,
-              HttpResponse response, StageTimings timings);
+              HttpResponse response, StageTimings timings, std::string_view server_timing = {});
+  // Records the end of a streamed response (its head, with `traceparent`, went out when it
+  // started) in the request metrics and the slow-request log, as Finish() does. `status` is
+  // the HTTP status the answer would have had: 200, or an error's that ended it midway.
+  void RecordStreamed(const HttpExchange& exchange, std::string_view route,
+                      const std::string& model, unsigned status, StageTimings timings,
+                      std::string_view server_timing, std::string_view traceparent);
   // Sends an error for `status` in the route's API style.
   void FinishError(const HttpExchangePtr& exchange, std::string_view route,
                    const std::string& model, const Status& status, ErrorStyle style,
@@ -90,6 +105,10 @@ class ApiContext {
     std::vector<std::array<std::atomic<Counter*>, kCachedStatuses.size()>> requests;
   };
   RouteMetrics& MetricsFor(std::string_view route);
+  // Finish()'s metrics and slow-request log; `timings.total_micros` is filled in.
+  void Record(const HttpExchange& exchange, std::string_view route, const std::string& model,
+              unsigned status, StageTimings& timings, std::string_view server_timing,
+              std::string_view traceparent);
   // `done`, delivered on the work pool when there is one; `values` sizes a result for its lane.
   template <typename R>
   std::function<void(Result<R>)> OnWorkPool(std::function<void(Result<R>)> done,

@@ -7,6 +7,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -186,6 +188,7 @@ struct ServerMetrics {
 };
 
 class HttpServerImpl;
+class HttpStreamImpl;
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
@@ -201,6 +204,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   int64_t waiting_since_micros() const { return waiting_since_micros_.load(); }
   void CloseFromAnyThread();
   std::list<HttpSession*>::iterator registration;
+
+  // Streamed responses (HttpExchange::StartStream()). BeginStream() writes the head, then
+  // the pieces `stream` has queued; PumpStream() writes what it queued since (posted by the
+  // stream when it queues into an idle stream); EndStream() ends the stream, `finished` when
+  // its last chunk was written (else the connection closes and the exchange is cancelled).
+  // The last two run on the strand.
+  void BeginStream(std::shared_ptr<HttpStreamImpl> stream, HttpResponse head, bool keep_alive,
+                   unsigned version, std::shared_ptr<Cancellation> cancellation);
+  void PumpStream(const std::shared_ptr<HttpStreamImpl>& stream);
+  void EndStream(bool finished);
+  // Runs EndStream(false) on the strand.
+  void AbortStreamFromAnyThread();
+  void PumpStreamFromAnyThread(std::shared_ptr<HttpStreamImpl> stream);
+  size_t max_stream_buffer_bytes() const;
 
  private:
   void ReadHeader();
@@ -247,6 +264,135 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::shared_ptr<bhttp::response<bhttp::string_body>> pending_;
   std::shared_ptr<bhttp::response<bhttp::empty_body>> continue_;
   std::atomic<int64_t> waiting_since_micros_{0};
+  // The streamed response being written, if any (strand only): whether its connection closes
+  // at the end, and the exchange's cancellation, set when it ends unfinished. The stream is
+  // held weakly: its producer's last reference ending it unfinished aborts it.
+  bool streaming_ = false;
+  bool stream_close_ = false;
+  std::weak_ptr<HttpStreamImpl> current_stream_;
+  std::shared_ptr<Cancellation> stream_cancellation_;
+};
+
+// HttpStream's queue: framed chunks waiting for the strand to write them. Producers append
+// under the mutex; the strand takes everything queued at once, so a burst of small pieces
+// goes out in one write (still one chunk each).
+class HttpStreamImpl final : public HttpStream,
+                             public std::enable_shared_from_this<HttpStreamImpl> {
+ public:
+  HttpStreamImpl(std::shared_ptr<HttpSession> session, std::shared_ptr<Cancellation> cancellation,
+                 bool chunked)
+      : session_(std::move(session)),
+        cancellation_(std::move(cancellation)),
+        max_unsent_bytes_(session_->max_stream_buffer_bytes()),
+        chunked_(chunked) {}
+  ~HttpStreamImpl() override {
+    // Dropped unfinished: the client must not wait for a body that will never end.
+    if (!finished_ && !closed_) session_->AbortStreamFromAnyThread();
+  }
+
+  bool Write(std::string piece) override {
+    if (piece.empty()) return !closed();
+    bool over = false;
+    bool post = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (closed_ || finished_) return false;
+      const size_t before = queued_.size();
+      if (chunked_) {
+        char size[20];
+        const int n = std::snprintf(size, sizeof size, "%zx\r\n", piece.size());
+        queued_.append(size, static_cast<size_t>(n));
+      }
+      queued_ += piece;
+      if (chunked_) queued_ += "\r\n";
+      const size_t framed = queued_.size() - before;
+      if (unsent_bytes_ + framed > max_unsent_bytes_) {
+        queued_.resize(before);
+        closed_ = true;
+        over = true;
+      } else {
+        unsent_bytes_ += framed;
+        post = !std::exchange(pumping_, true);
+      }
+    }
+    if (over) {
+      cancellation_->Cancel();
+      session_->AbortStreamFromAnyThread();
+      return false;
+    }
+    if (post) session_->PumpStreamFromAnyThread(shared_from_this());
+    return true;
+  }
+
+  void Finish() override {
+    bool post = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (closed_ || finished_) return;
+      finished_ = true;
+      if (chunked_) {
+        queued_ += "0\r\n\r\n";
+        unsent_bytes_ += 5;
+      }
+      post = !std::exchange(pumping_, true);
+    }
+    if (post) session_->PumpStreamFromAnyThread(shared_from_this());
+  }
+
+  void Abort() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (closed_ || finished_) return;
+      closed_ = true;
+    }
+    cancellation_->Cancel();
+    session_->AbortStreamFromAnyThread();
+  }
+
+  bool closed() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return closed_ || finished_;
+  }
+
+  // --- The strand's side ------------------------------------------------------------------
+  struct Queued {
+    std::string bytes;
+    bool last = false;  // The body ends with these bytes.
+  };
+  // Everything queued so far. Nothing (and not last) means the stream is idle: the next
+  // Write() or Finish() posts PumpStream() again.
+  Queued Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Queued q;
+    q.bytes = std::exchange(queued_, std::string());
+    q.last = finished_ && !last_taken_;
+    last_taken_ = last_taken_ || q.last;
+    if (q.bytes.empty() && !q.last) pumping_ = false;
+    return q;
+  }
+  // `bytes` of what Take() gave were written.
+  void Sent(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    unsent_bytes_ -= std::min(bytes, unsent_bytes_);
+  }
+  // The connection ended the stream (an error, the client gone, or its end written).
+  void MarkClosed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+  }
+
+ private:
+  const std::shared_ptr<HttpSession> session_;
+  const std::shared_ptr<Cancellation> cancellation_;
+  const size_t max_unsent_bytes_;
+  const bool chunked_;  // False for an HTTP/1.0 client: raw bytes, ended by closing.
+  mutable std::mutex mutex_;
+  std::string queued_;        // Framed, not yet taken by the strand. Guarded by mutex_.
+  size_t unsent_bytes_ = 0;   // Queued or being written. Guarded by mutex_.
+  bool pumping_ = true;       // The strand writes (the head first) or is posted to; mutex_.
+  bool finished_ = false;     // Finish() was called. Guarded by mutex_.
+  bool last_taken_ = false;   // Take() has returned the body's end. Guarded by mutex_.
+  bool closed_ = false;       // Guarded by mutex_.
 };
 
 class HttpExchangeImpl final : public HttpExchange {
@@ -279,6 +425,16 @@ class HttpExchangeImpl final : public HttpExchange {
     if (responded_.exchange(true)) return;
     session_->Write(std::move(response), request_.keep_alive(), request_.version(),
                     request_.method() == bhttp::verb::head);
+  }
+  HttpStreamPtr StartStream(HttpResponse head) override {
+    if (responded_.exchange(true)) return nullptr;
+    auto stream =
+        std::make_shared<HttpStreamImpl>(session_, cancellation_, request_.version() >= 11);
+    std::string first = std::exchange(head.body, std::string());
+    session_->BeginStream(stream, std::move(head), request_.keep_alive(), request_.version(),
+                          cancellation_);
+    stream->Write(std::move(first));  // Written after the head (the stream starts "pumping").
+    return stream;
   }
   int64_t received_micros() const override { return received_; }
   std::string_view remote_address() const override { return session_->remote(); }
@@ -691,6 +847,8 @@ void HttpSession::WatchForDisconnect(std::shared_ptr<Cancellation> cancellation)
         // side after sending is treated the same, as nginx does.)
         cancellation->Cancel();
         self->server_.metrics().client_disconnects->Inc();
+        self->EndStream(false);  // A streamed answer stops here (no-op for others).
+
       });
 }
 
@@ -751,6 +909,106 @@ void HttpSession::Write(HttpResponse response, bool keep_alive, unsigned version
     bhttp::async_write(self->stream_, *res,
                        [self, close](beast::error_code ec, std::size_t) { self->OnWrite(close, ec); });
   });
+}
+
+size_t HttpSession::max_stream_buffer_bytes() const {
+  return server_.options().max_stream_buffer_bytes;
+}
+
+void HttpSession::AbortStreamFromAnyThread() {
+  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->EndStream(false); });
+}
+
+void HttpSession::PumpStreamFromAnyThread(std::shared_ptr<HttpStreamImpl> stream) {
+  asio::post(stream_.get_executor(), [self = shared_from_this(), stream = std::move(stream)] {
+    self->PumpStream(stream);
+  });
+}
+
+void HttpSession::BeginStream(std::shared_ptr<HttpStreamImpl> stream, HttpResponse head,
+                              bool keep_alive, unsigned version,
+                              std::shared_ptr<Cancellation> cancellation) {
+  asio::dispatch(stream_.get_executor(), [self = shared_from_this(), stream = std::move(stream),
+                                          head = std::move(head), keep_alive, version,
+                                          cancellation = std::move(cancellation)]() mutable {
+    struct Head {
+      bhttp::response<bhttp::empty_body> message;
+      std::optional<bhttp::response_serializer<bhttp::empty_body>> serializer;
+    };
+    auto h = std::make_shared<Head>();
+    h->message.result(static_cast<bhttp::status>(head.status));
+    h->message.version(version);
+    h->message.set(bhttp::field::server, "tailcut");
+    h->message.set(bhttp::field::content_type, head.content_type);
+    for (auto& [name, value] : head.headers) h->message.insert(name, value);
+    // HTTP/1.0 has no chunked coding: its body ends when the connection does.
+    const bool close =
+        head.close_connection || !keep_alive || version < 11 || self->server_.closing();
+    h->message.keep_alive(!close);
+    if (version >= 11) h->message.chunked(true);
+    self->streaming_ = true;
+    self->stream_close_ = close;
+    self->current_stream_ = stream;
+    self->stream_cancellation_ = std::move(cancellation);
+    // The disconnect watch (WatchForDisconnect) stays on while the body streams: a client that
+    // goes away mid-stream cancels the exchange and ends the stream.
+    h->serializer.emplace(h->message);
+    self->stream_.expires_after(
+        std::chrono::milliseconds(self->server_.options().write_timeout_millis));
+    bhttp::async_write_header(self->stream_, *h->serializer,
+                              [self, h, stream](beast::error_code ec, std::size_t) {
+                                if (ec == beast::error::timeout) {
+                                  self->server_.metrics().timeouts->Inc();
+                                }
+                                if (ec) return self->EndStream(false);
+                                self->PumpStream(stream);
+                              });
+  });
+}
+
+void HttpSession::PumpStream(const std::shared_ptr<HttpStreamImpl>& stream) {
+  if (!streaming_ || current_stream_.lock() != stream) return;  // Ended meanwhile.
+  HttpStreamImpl::Queued q = stream->Take();
+  if (q.bytes.empty()) {
+    if (q.last) return EndStream(true);  // HTTP/1.0: nothing marks the end but the close.
+    // Idle until the producer writes again, however long that takes.
+    stream_.expires_never();
+    return;
+  }
+  auto bytes = std::make_shared<std::string>(std::move(q.bytes));
+  stream_.expires_after(std::chrono::milliseconds(server_.options().write_timeout_millis));
+  asio::async_write(stream_, asio::buffer(*bytes),
+                    [self = shared_from_this(), stream, bytes, last = q.last](
+                        beast::error_code ec, std::size_t n) {
+                      if (ec == beast::error::timeout) self->server_.metrics().timeouts->Inc();
+                      if (ec) return self->EndStream(false);
+                      stream->Sent(n);
+                      if (last) return self->EndStream(true);
+                      self->PumpStream(stream);
+                    });
+}
+
+void HttpSession::EndStream(bool finished) {
+  if (!streaming_) return;
+  streaming_ = false;
+  if (auto stream = current_stream_.lock()) stream->MarkClosed();
+  current_stream_.reset();
+  auto cancellation = std::move(stream_cancellation_);
+  stream_cancellation_.reset();
+  server_.RequestFinished();
+  if (!finished) {
+    // The client is gone, too slow, or the producer gave up: nobody reads on.
+    cancellation->Cancel();
+    return Close();
+  }
+  if (watching_) {
+    // No write is pending: only the disconnect watch is cancelled.
+    watching_ = false;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+  }
+  if (stream_close_) return Close();
+  ReadHeader();
 }
 
 void HttpSession::OnWrite(bool close, beast::error_code ec) {

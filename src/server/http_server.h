@@ -6,6 +6,12 @@
 // written back on the connection's strand. While a request is handled, the connection is
 // watched for its client going away (HttpExchange::cancellation()).
 //
+// A handler may instead stream its answer (HttpExchange::StartStream()): the head goes out at
+// once and the body follows piece by piece in chunked transfer coding, each piece flushed as
+// it is written (server-sent events for generated text). The pieces a slow reader has not
+// taken yet are bounded per stream (max_stream_buffer_bytes); past the bound, or past the
+// write timeout, the connection is closed and the exchange cancelled, so the producer stops.
+//
 // Limits enforced here, before any handler runs: header and body size (431 / 413), a budget
 // of body bytes held across all connections (429), header and body read timeouts (slow
 // clients are cut off), idle keep-alive timeout, and a cap on open connections. Framing is
@@ -15,9 +21,9 @@
 // + read buffer) plus max_in_flight_body_bytes: a body counts against the budget from its
 // announcement until the handler takes it (HttpExchange::TakeBody()) or the request ends.
 //
-// Thread-safety: Start()/Shutdown() from one controlling thread; HttpExchange::Respond() from
-// any thread; the handler runs on IO threads, so it must hand CPU work on (tailcut serve's
-// hands every request to the work pool).
+// Thread-safety: Start()/Shutdown() from one controlling thread; HttpExchange::Respond(),
+// StartStream() and every HttpStream method from any thread; the handler runs on IO threads,
+// so it must hand CPU work on (tailcut serve's hands every request to the work pool).
 #pragma once
 
 #include <boost/beast/http.hpp>
@@ -49,6 +55,39 @@ struct HttpResponse {
   bool close_connection = false;
 };
 
+// The body of a streamed response (HttpExchange::StartStream()). Write() queues a piece and
+// returns at once; the connection's strand writes the queued pieces in order, each as one
+// chunk, as soon as the socket takes them. Never blocks, so it may be called from a thread
+// that must not wait (the generation step loop).
+//
+// The stream closes (Write() returns false from then on, closed() is true, and the exchange's
+// cancellation() is set) when the client goes away, when the unsent bytes would exceed
+// HttpServerOptions::max_stream_buffer_bytes, when a write takes longer than
+// write_timeout_millis, or on Abort(). Its connection is then closed: the client sees a body
+// without its last chunk, which HTTP clients report as an incomplete response.
+//
+// A stream dropped (last reference gone) without Finish() is aborted. Like an exchange, a
+// stream must not outlive the server that made it.
+//
+// Thread-safety: all methods are safe from any thread; calls from several threads are written
+// in the order they took the stream's lock.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  // Queues `piece` as one chunk. False (nothing queued) once the stream is closed or finished.
+  // An empty piece queues nothing (an empty chunk would end the body).
+  virtual bool Write(std::string piece) = 0;
+  // Ends the body once what is queued is written (the last chunk); the connection then serves
+  // its next request (keep-alive), unless the head asked to close it. Later calls do nothing.
+  virtual void Finish() = 0;
+  // Closes the connection now, dropping what is queued: for an error after the head was sent
+  // that the body's format cannot report. Later calls do nothing.
+  virtual void Abort() = 0;
+  // True once the stream can take no more pieces (closed as above, aborted, or finished).
+  virtual bool closed() const = 0;
+};
+using HttpStreamPtr = std::shared_ptr<HttpStream>;
+
 // One request and the promise of its response.
 class HttpExchange {
  public:
@@ -59,12 +98,19 @@ class HttpExchange {
   // the body is not held while the request waits for the model. Call it on the handler's
   // thread, before handing the exchange to another.
   virtual std::string TakeBody() = 0;
-  // Sends the response; safe from any thread. Only the first call has an effect.
+  // Sends the response; safe from any thread. Only the first call of Respond() or
+  // StartStream() has an effect.
   virtual void Respond(HttpResponse response) = 0;
+  // Starts a streamed response: sends `head`'s status, content type and headers (its body, if
+  // any, is the stream's first piece) with Transfer-Encoding: chunked (to an HTTP/1.0 client:
+  // no framing, and the connection closes at the end), and returns the stream for the body.
+  // Null when Respond() or StartStream() was called before. Safe from any thread.
+  virtual HttpStreamPtr StartStream(HttpResponse head) = 0;
   // Monotonic microseconds when the request's last byte was read.
   virtual int64_t received_micros() const = 0;
   virtual std::string_view remote_address() const = 0;
-  // Set when the client closes (or resets) its connection before the response is sent, so
+  // Set when the client closes (or resets) its connection before the response is sent (or, for
+  // a stream, before it is finished, or when the stream closes for a slow reader), so
   // the request's queued work can be dropped (EmbedRequest::cancellation). Noticed while the
   // request is processed, unless another request is pipelined behind it on the connection.
   // Respond() stays safe to call; its write then fails quietly.
@@ -107,8 +153,17 @@ struct HttpServerOptions {
   // How long a keep-alive connection may sit idle between requests (until the next request's
   // first byte; its headers then have header_timeout_millis).
   int64_t idle_timeout_millis = 60'000;
-  // Time allowed to write a response to a slow reader.
+  // Time allowed to write a response to a slow reader (for a stream: each write of the pieces
+  // queued at the time; a stream waiting for its producer has no time limit here).
   int64_t write_timeout_millis = 30'000;
+  // Most bytes of one streamed response queued and not yet taken by the client's socket (the
+  // kernel's socket buffers, a few MiB on Linux, come on top). A stream that would go over is
+  // closed with its connection and its exchange cancelled: a client that reads slower than
+  // tokens are generated must not make the server hold an unbounded answer. Memory held for
+  // streams is at most max_connections x this. 1 MiB is many thousand SSE events of one token
+  // each: raise it only for producers that write large pieces; a reader that falls that far
+  // behind is not keeping up.
+  size_t max_stream_buffer_bytes = 1024 * 1024;
   // Most open connections; further ones are closed at once. Bounds descriptors and, with the
   // header limit, the memory of connections (bodies are bounded by max_in_flight_body_bytes).
   int max_connections = 1024;

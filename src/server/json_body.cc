@@ -100,6 +100,16 @@ Result<std::optional<int64_t>> ReadOptionalInt(const nlohmann::json& obj, const 
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
+Result<std::optional<double>> ReadOptionalNumber(const nlohmann::json& obj, const char* field) {
+  auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) return std::optional<double>();
+  if (!it->is_number()) {
+    return Status::InvalidArgument(std::string("field '") + field + "' must be a number, got " +
+                                   JsonTypeName(*it));
+  }
+  return std::optional<double>(it->get<double>());
+}
+
 namespace {
 
 template <typename T>

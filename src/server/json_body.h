@@ -28,6 +28,8 @@ Result<std::vector<std::string>> ReadStringOrStringArray(const nlohmann::json& o
 Result<std::optional<bool>> ReadOptionalBool(const nlohmann::json& obj, const char* field);
 Result<std::optional<std::string>> ReadOptionalString(const nlohmann::json& obj, const char* field);
 Result<std::optional<int64_t>> ReadOptionalInt(const nlohmann::json& obj, const char* field);
+// A number, integer or not.
+Result<std::optional<double>> ReadOptionalNumber(const nlohmann::json& obj, const char* field);
 
 // Index of the first NaN or infinity in `values`, if any. JSON has neither, and a model
 // that emits them is broken: callers answer with an error naming the output instead of

@@ -1,14 +1,18 @@
 #include "server/server_routes.h"
 
 #include "server/kserve_api.h"
+#include "server/kserve_generate_api.h"
 #include "server/openai_api.h"
+#include "server/openai_generation_api.h"
 
 namespace tailcut {
 
 void AddAllRoutes(Router& router, ApiContext& ctx, const TeiOptions& tei) {
   AddOpenAiRoutes(router, ctx);
+  AddOpenAiGenerationRoutes(router, ctx);
   AddTeiRoutes(router, ctx, tei);
   AddKServeRoutes(router, ctx);
+  AddKServeGenerateRoutes(router, ctx);
   router.Add("GET", "/metrics", [&ctx](const HttpExchangePtr& ex) {
     HttpResponse res;
     res.content_type = "text/plain; version=0.0.4; charset=utf-8";

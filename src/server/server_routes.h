@@ -1,6 +1,6 @@
-// ServerRoutes: the complete route table of `tailcut serve`: the three inference APIs plus
-// the operational routes (/metrics). Kept apart from the serve command so integration
-// tests and fuzzers can build the same router.
+// ServerRoutes: the complete route table of `tailcut serve`: the three inference APIs (with
+// OpenAI's and Triton's generation routes) plus the operational routes (/metrics). Kept apart
+// from the serve command so integration tests and fuzzers can build the same router.
 //
 // Thread-safety: build once before the server starts.
 #pragma once

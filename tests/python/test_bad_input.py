@@ -247,8 +247,10 @@ CASES: dict[str, Case] = {
         K, {"inputs": [{"name": "t", "datatype": "BYTES", "shape": [1], "data": ["hi"]}],
             "outputs": [{"name": None}]}, 400, "outputs[0] needs a string 'name'"),
     # -- HTTP layer --
-    "unknown route": Case("", http_request("GET", "/v1/completions"), 404,
-                          ("no route for GET /v1/completions",)),
+    "unknown route": Case("", http_request("GET", "/v1/audio/speech"), 404,
+                          ("no route for GET /v1/audio/speech",)),
+    "wrong method": Case("", http_request("GET", "/v1/completions"), 405,
+                         ("method GET is not allowed on /v1/completions; allowed: POST",)),
     "unknown model metadata": Case("", http_request("GET", "/v1/models/nope"), 404,
                                    ("'nope' does not exist",)),
     "wrong method delete": Case("", http_request("DELETE", E), 405,

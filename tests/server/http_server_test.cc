@@ -15,116 +15,15 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "tests/server/raw_client.h"
 
 namespace tailcut {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-struct RawResponse {
-  unsigned status = 0;
-  std::map<std::string, std::string> headers;  // Names in lower case.
-  std::string body;
-};
-
-// A blocking loopback client that writes exactly the bytes it is given, so framing the server
-// must reject reaches it untouched.
-class RawClient {
- public:
-  explicit RawClient(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  ~RawClient() { close(fd_); }
-  RawClient(const RawClient&) = delete;
-  RawClient& operator=(const RawClient&) = delete;
-
-  bool connected() const { return connected_; }
-
-  bool Send(std::string_view data) {
-    while (!data.empty()) {
-      const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // One response, or nullopt when the connection closes (or nothing comes for `timeout`).
-  std::optional<RawResponse> Read(milliseconds timeout = milliseconds(10'000)) {
-    const auto deadline = steady_clock::now() + timeout;
-    size_t head_end;
-    while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
-      if (!Fill(deadline)) return std::nullopt;
-    }
-    RawResponse r;
-    const std::string head = buffer_.substr(0, head_end);
-    buffer_.erase(0, head_end + 4);
-    size_t line_end = head.find("\r\n");
-    r.status = static_cast<unsigned>(std::stoul(head.substr(9, 3)));
-    while (line_end != std::string::npos) {
-      const size_t start = line_end + 2;
-      line_end = head.find("\r\n", start);
-      const std::string line = head.substr(start, line_end - start);
-      const size_t colon = line.find(':');
-      std::string name = line.substr(0, colon);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-    const size_t length =
-        r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
-    while (buffer_.size() < length) {
-      if (!Fill(deadline)) return std::nullopt;
-    }
-    r.body = buffer_.substr(0, length);
-    buffer_.erase(0, length);
-    return r;
-  }
-
-  // True when the server closes the connection (EOF or reset) within `timeout`, with nothing
-  // more to read.
-  bool ClosedWithin(milliseconds timeout) {
-    const auto deadline = steady_clock::now() + timeout;
-    char c;
-    while (true) {
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
-      pollfd p{fd_, POLLIN, 0};
-      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      const ssize_t n = recv(fd_, &c, 1, 0);
-      if (n <= 0) return true;
-    }
-  }
-
- private:
-  bool Fill(steady_clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
-    pollfd p{fd_, POLLIN, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    char chunk[65536];
-    const ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
-    if (n <= 0) return false;
-    buffer_.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buffer_;
-};
-
-std::string Post(std::string_view target, std::string_view body, std::string_view extra = "") {
-  return "POST " + std::string(target) + " HTTP/1.1\r\nHost: test\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + std::string(extra) + "\r\n" + std::string(body);
-}
-
-std::string Get(std::string_view target) {
-  return "GET " + std::string(target) + " HTTP/1.1\r\nHost: test\r\n\r\n";
-}
 
 // The real server on a loopback port. By default the handler answers at once with what it was
 // asked (path, query, body size); with hold_ set it parks the exchanges for the test to answer.
@@ -490,6 +389,219 @@ TEST_F(HttpServerTest, AClientThatWaitsOrPipelinesIsNotCancelled) {
   EXPECT_FALSE(a->cancellation()->cancelled());
   EXPECT_FALSE(b->cancellation()->cancelled());
   EXPECT_FALSE(after->cancellation()->cancelled());
+}
+
+
+HttpResponse StreamHead() {
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers.emplace_back("Cache-Control", "no-cache");
+  return head;
+}
+
+// Polls until the server counts no request in flight (it counts a response done once its last
+// write completes, which may be just after the client has read it), for up to 10 s.
+bool BecomesIdle(const HttpServer& server) {
+  const auto give_up = steady_clock::now() + std::chrono::seconds(10);
+  while (server.in_flight() != 0) {
+    if (steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+// Polls `stream` until it reports closed, for up to 10 s.
+bool BecomesClosed(const HttpStreamPtr& stream) {
+  const auto give_up = steady_clock::now() + std::chrono::seconds(10);
+  while (!stream->closed()) {
+    if (steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+TEST_F(HttpServerTest, StreamedPiecesArriveAsChunksWhenWrittenAndTheConnectionIsKeptAlive) {
+  StartServer();
+  Hold(true);
+  RawClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/stream", "{}")));
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr ex = TakeHeld();
+  HttpResponse head = StreamHead();
+  head.body = "first";
+  HttpStreamPtr stream = ex->StartStream(std::move(head));
+  ASSERT_NE(stream, nullptr);
+  EXPECT_EQ(ex->StartStream(StreamHead()), nullptr);  // Only the first answer counts.
+  Answer(ex);                                         // Ignored: the stream was first.
+  auto headers = c.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(headers);
+  EXPECT_NE(headers->find("HTTP/1.1 200"), std::string::npos) << *headers;
+  EXPECT_NE(headers->find("Transfer-Encoding: chunked"), std::string::npos) << *headers;
+  EXPECT_NE(headers->find("Content-Type: text/event-stream"), std::string::npos) << *headers;
+  EXPECT_NE(headers->find("Cache-Control: no-cache"), std::string::npos) << *headers;
+  EXPECT_EQ(headers->find("Content-Length"), std::string::npos) << *headers;
+  // Each piece arrives, framed as one chunk, before the next is written.
+  EXPECT_EQ(c.ReadUntil("first\r\n"), "5\r\nfirst\r\n");
+  ASSERT_TRUE(stream->Write("data: 1\n\n"));
+  EXPECT_EQ(c.ReadUntil("\n\n\r\n"), "9\r\ndata: 1\n\n\r\n");
+  ASSERT_TRUE(stream->Write(std::string(300, 'x')));
+  EXPECT_EQ(c.ReadUntil("x\r\n"), "12c\r\n" + std::string(300, 'x') + "\r\n");
+  EXPECT_TRUE(stream->Write(""));  // Nothing: an empty chunk would end the body.
+  stream->Finish();
+  EXPECT_EQ(c.ReadUntil("\r\n\r\n"), "0\r\n\r\n");
+  EXPECT_FALSE(stream->Write("late"));
+  EXPECT_TRUE(stream->closed());
+  EXPECT_FALSE(ex->cancellation()->cancelled());
+  // Keep-alive: the connection serves the next request.
+  Hold(false);
+  ASSERT_TRUE(c.Send(Get("/after")));
+  auto r = c.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_NE(r->body.find("/after"), std::string::npos);
+  EXPECT_TRUE(BecomesIdle(*server_));
+}
+
+TEST_F(HttpServerTest, PiecesWrittenFromSeveralThreadsAllArriveInOneBody) {
+  StartServer();
+  Hold(true);
+  RawClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/stream", "{}")));
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr ex = TakeHeld();
+  HttpStreamPtr stream = ex->StartStream(StreamHead());
+  ASSERT_NE(stream, nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kPieces = 500;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&stream, t] {
+      for (int i = 0; i < kPieces; ++i) stream->Write(std::string(1, static_cast<char>('a' + t)));
+    });
+  }
+  for (auto& w : writers) w.join();
+  stream->Finish();
+  auto headers = c.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(headers);
+  auto body = c.ReadUntil("\r\n0\r\n\r\n");
+  ASSERT_TRUE(body);
+  // Every piece is its own chunk of one byte.
+  std::map<char, int> counts;
+  for (size_t i = 0; i + 5 < body->size(); i += 6) {
+    ASSERT_EQ(body->substr(i, 3), "1\r\n") << i;
+    ++counts[(*body)[i + 3]];
+  }
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(counts[static_cast<char>('a' + t)], kPieces);
+}
+
+TEST_F(HttpServerTest, ASlowReaderIsClosedAtTheStreamBufferBoundAndTheExchangeCancelled) {
+  HttpServerOptions options;
+  options.max_stream_buffer_bytes = 64 * 1024;
+  StartServer(options);
+  Hold(true);
+  RawClient c(server_->port());
+  c.SetReceiveBuffer(16 * 1024);
+  ASSERT_TRUE(c.Send(Post("/stream", "{}")));
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr ex = TakeHeld();
+  HttpStreamPtr stream = ex->StartStream(StreamHead());
+  ASSERT_NE(stream, nullptr);
+  // The client reads nothing: once the kernel's buffers are full, the queue grows to the bound
+  // and the write that would pass it is refused.
+  const std::string piece(4096, 'x');
+  size_t written = 0;
+  bool refused = false;
+  while (written < 512u * 1024 * 1024) {
+    if (!stream->Write(piece)) {
+      refused = true;
+      break;
+    }
+    written += piece.size();
+  }
+  EXPECT_TRUE(refused) << written << " bytes were taken";
+  EXPECT_TRUE(stream->closed());
+  EXPECT_TRUE(ex->cancellation()->cancelled());
+  EXPECT_FALSE(stream->Write(piece));
+  EXPECT_TRUE(c.DrainUntilClosed(milliseconds(10'000)));
+}
+
+TEST_F(HttpServerTest, AStreamWhoseWritesStallPastTheWriteTimeoutIsClosed) {
+  HttpServerOptions options;
+  options.write_timeout_millis = 200;
+  options.max_stream_buffer_bytes = 256 * 1024 * 1024;  // Not the bound: the timeout.
+  StartServer(options);
+  Hold(true);
+  RawClient c(server_->port());
+  c.SetReceiveBuffer(16 * 1024);
+  ASSERT_TRUE(c.Send(Post("/stream", "{}")));
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr ex = TakeHeld();
+  HttpStreamPtr stream = ex->StartStream(StreamHead());
+  ASSERT_NE(stream, nullptr);
+  // More than the kernel buffers hold, less than the bound: the write in flight stalls.
+  const std::string piece(64 * 1024, 'x');
+  for (int i = 0; i < 256 && stream->Write(piece); ++i) {
+  }
+  EXPECT_TRUE(BecomesClosed(stream));
+  EXPECT_TRUE(ex->cancellation()->cancelled());
+  EXPECT_TRUE(c.DrainUntilClosed(milliseconds(10'000)));
+}
+
+TEST_F(HttpServerTest, AClientThatLeavesMidStreamCancelsTheExchangeAndClosesTheStream) {
+  StartServer();
+  Hold(true);
+  HttpExchangePtr ex;
+  HttpStreamPtr stream;
+  {
+    RawClient c(server_->port());
+    ASSERT_TRUE(c.Send(Post("/stream", "{}")));
+    ASSERT_TRUE(WaitHeld(1));
+    ex = TakeHeld();
+    stream = ex->StartStream(StreamHead());
+    ASSERT_NE(stream, nullptr);
+    ASSERT_TRUE(stream->Write("data: 1\n\n"));
+    ASSERT_TRUE(c.ReadUntil("data: 1\n\n\r\n"));
+  }  // The client goes away mid-stream, while the producer is idle.
+  EXPECT_TRUE(BecomesCancelled(ex));
+  EXPECT_TRUE(BecomesClosed(stream));
+  EXPECT_FALSE(stream->Write("data: 2\n\n"));
+  stream->Finish();  // Safe, and does nothing.
+  EXPECT_TRUE(BecomesIdle(*server_));
+}
+
+TEST_F(HttpServerTest, AStreamDroppedWithoutFinishClosesItsConnection) {
+  StartServer();
+  Hold(true);
+  RawClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/stream", "{}")));
+  ASSERT_TRUE(WaitHeld(1));
+  {
+    HttpExchangePtr ex = TakeHeld();
+    HttpStreamPtr stream = ex->StartStream(StreamHead());
+    ASSERT_NE(stream, nullptr);
+    ASSERT_TRUE(stream->Write("partial"));
+  }  // Producer and exchange gone, the body unfinished: the client must not wait for it.
+  auto got = c.ReadUntil("partial\r\n");
+  ASSERT_TRUE(got);
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(5'000)));
+}
+
+TEST_F(HttpServerTest, AnAbortedStreamClosesItsConnectionWithoutTheLastChunk) {
+  StartServer();
+  Hold(true);
+  RawClient c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/stream", "{}")));
+  ASSERT_TRUE(WaitHeld(1));
+  HttpExchangePtr ex = TakeHeld();
+  HttpStreamPtr stream = ex->StartStream(StreamHead());
+  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(stream->Write("data: {}\n\n"));
+  ASSERT_TRUE(c.ReadUntil("data: {}\n\n\r\n"));
+  stream->Abort();
+  EXPECT_TRUE(stream->closed());
+  EXPECT_FALSE(stream->Write("more"));
+  EXPECT_FALSE(c.ReadUntil("0\r\n\r\n", milliseconds(5'000)));  // Closed, never ended.
+  EXPECT_TRUE(c.ClosedWithin(milliseconds(1'000)));
 }
 
 }  // namespace
