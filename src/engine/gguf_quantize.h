@@ -38,7 +38,7 @@ struct GgufQuantizeResult {
   double seconds = 0;         // Wall time of the quantization.
 };
 
-// The type names QuantizeGguf accepts, in the order llama-quantize lists them.
+// The type names QuantizeGguf accepts: legacy types, K-quant mixtures, IQ4 types, floats.
 std::vector<std::string> GgufQuantizeTypes();
 
 // Writes `output` as `input` requantised to options.type. The file appears only when complete
