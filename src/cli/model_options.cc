@@ -40,7 +40,9 @@ void PrintError(const std::string& message) {
   std::cerr << "tailcut: " << message << "\n";
 }
 
-void LogToStderr() { spdlog::set_default_logger(spdlog::stderr_color_mt("tailcut")); }
+void LogToStderr() {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tailcut"));
+}
 
 }  // namespace tailcut::cli
 

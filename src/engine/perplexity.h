@@ -1,5 +1,5 @@
 // Perplexity of a GenerativeModel over a text, computed by tailcut through the GenerativeModel
-// interface alone (Tokenize, Decode with logits for every position), the way llama.cpp's
+// interface alone (Tokenize, Decode with logits for the positions scored), the way llama.cpp's
 // perplexity tool does it, so the two give comparable numbers:
 //
 //   - the text is tokenised once (with BOS where the model's tokenizer adds one) and cut into
