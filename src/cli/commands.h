@@ -20,6 +20,8 @@ Runner AddEmbedCommand(CLI::App& app);
 Runner AddInfoCommand(CLI::App& app);
 Runner AddBenchEngineCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
+Runner AddQuantizeGgufCommand(CLI::App& app);
+Runner AddPerplexityCommand(CLI::App& app);
 
 // Options shared by the subcommands that load one model.
 struct ModelOptions {
@@ -38,5 +40,9 @@ Result<std::unique_ptr<TextEmbeddingModel>> LoadTextModel(const ModelOptions& op
 
 // Prints "tailcut: <message>" on stderr, one line.
 void PrintError(const std::string& message);
+
+// Sends spdlog's lines (llama.cpp's warnings among them) to stderr, for the commands whose
+// stdout is one JSON document that scripts parse.
+void LogToStderr();
 
 }  // namespace tailcut::cli

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   runners["embed"] = tailcut::cli::AddEmbedCommand(app);
   runners["info"] = tailcut::cli::AddInfoCommand(app);
   runners["bench-engine"] = tailcut::cli::AddBenchEngineCommand(app);
+  runners["quantize-gguf"] = tailcut::cli::AddQuantizeGgufCommand(app);
+  runners["perplexity"] = tailcut::cli::AddPerplexityCommand(app);
 
   try {
     app.parse(argc, argv);

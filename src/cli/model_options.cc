@@ -1,3 +1,5 @@
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -36,6 +38,10 @@ std::string DefaultModelDir() {
 
 void PrintError(const std::string& message) {
   std::cerr << "tailcut: " << message << "\n";
+}
+
+void LogToStderr() {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tailcut"));
 }
 
 }  // namespace tailcut::cli

@@ -9,8 +9,7 @@
 // through CopyPrefix() take one cell for all their sequences. So a scheduler budgets one number,
 // and a system prompt prefilled once serves every sequence that starts with it.
 //
-// Only generative_model_llama.cc and sampler_llama.cc include llama.h; nothing here names a
-// llama.cpp type.
+// Only the engine's *_llama.cc files include llama.h; nothing here names a llama.cpp type.
 //
 // Thread-safety: a GenerativeModel is driven by one thread, the step loop: Decode() and the KV
 // operations (and everything not marked otherwise) must not be called concurrently. The

@@ -10,60 +10,25 @@
 // sequence, not cells, and are refused at load.
 #include <ggml-cpu.h>
 #include <llama.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <mutex>
 
 #include "engine/generative_model.h"
+#include "engine/llama_backend.h"
 
 namespace tailcut {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The last error llama.cpp logged on this thread: load and decode failures are reported only
-// through the log, so the Status quotes it.
-thread_local std::string t_last_error;
-thread_local bool t_last_was_error = false;
-
-void LogFromLlama(ggml_log_level level, const char* text, void* /*user_data*/) {
-  std::string_view line(text ? text : "");
-  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.remove_suffix(1);
-  switch (level) {
-    case GGML_LOG_LEVEL_ERROR:
-      t_last_error.assign(line);
-      t_last_was_error = true;
-      spdlog::error("llama.cpp: {}", line);
-      return;
-    case GGML_LOG_LEVEL_WARN:
-      t_last_was_error = false;
-      spdlog::warn("llama.cpp: {}", line);
-      return;
-    case GGML_LOG_LEVEL_CONT:  // The rest of the previous line.
-      if (t_last_was_error) t_last_error.append(line);
-      return;
-    default:  // Loading and context set-up are chatty at info level: not for a server's log.
-      t_last_was_error = false;
-      return;
-  }
-}
-
-void InitLlamaOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llama_log_set(LogFromLlama, nullptr);
-    llama_backend_init();
-  });
-}
-
-std::string LastError() {
-  return t_last_error.empty() ? std::string("no detail logged") : t_last_error;
-}
+// Load and decode failures are reported only through llama.cpp's log: the Status quotes the
+// last error line (llama_backend.h).
+using llama_backend::ClearLastError;
+using llama_backend::LastError;
 
 struct ModelDeleter {
   void operator()(llama_model* m) const { llama_model_free(m); }
@@ -168,7 +133,7 @@ class LlamaGenerativeModel final : public GenerativeModel {
     cp.n_threads_batch = options.batch_threads;
     cp.kv_unified = true;  // One pool of cells for all sequences; prefixes are shared.
     cp.no_perf = true;
-    t_last_error.clear();
+    ClearLastError();
     context_.reset(llama_init_from_model(model_.get(), cp));
     if (!context_) {
       return Status::ResourceExhausted("could not create a context of " + std::to_string(ctx) +
@@ -302,7 +267,7 @@ class LlamaGenerativeModel final : public GenerativeModel {
       batch_.seq_id[i][0] = e.sequence;
       batch_.logits[i] = e.logits ? 1 : 0;
     }
-    t_last_error.clear();
+    ClearLastError();
     const int32_t rc = llama_decode(context_.get(), batch_);
     // On success every entry is cached; on a fatal error llama.cpp keeps the micro-batches it
     // finished. Either way the cache now ends where llama.cpp says each sequence ends.
@@ -546,10 +511,10 @@ Result<std::unique_ptr<GenerativeModel>> LoadGenerativeModel(
     const std::string& path, const GenerativeModelOptions& options) {
   if (Status s = ValidateOptions(options); !s.ok()) return s;
   if (Status s = CheckGgufFile(path); !s.ok()) return s;
-  InitLlamaOnce();
+  llama_backend::Init();
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;  // CPU build; explicit so a GPU-enabled build would not change it.
-  t_last_error.clear();
+  ClearLastError();
   llama_model* raw = llama_model_load_from_file(path.c_str(), mp);
   if (raw == nullptr) {
     return Status::InvalidArgument("llama.cpp could not load '" + path + "': " + LastError());
