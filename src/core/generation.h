@@ -33,8 +33,10 @@ struct GenerateRequest {
   std::vector<ChatMessage> messages;
   bool chat = false;
   SamplingParams sampling;
-  // Most tokens to generate; 0 = until the context is full. A request whose prompt plus
-  // max_tokens exceeds the context is refused (kInvalidArgument naming both numbers).
+  // Most tokens to generate. 0 = unset: a sequence's share of the KV cache (context tokens /
+  // max sequences) less the prompt, at least a quarter share, never past the context. A
+  // request whose prompt plus max_tokens exceeds the context is refused (kInvalidArgument
+  // naming both numbers).
   int32_t max_tokens = 16;
   // Generation ends, finish_reason "stop", at the model's end-of-generation token or when the
   // text contains one of these strings (the stop string itself is not returned).

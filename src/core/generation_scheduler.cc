@@ -139,7 +139,17 @@ void GenerationScheduler::Generate(GenerateRequest request, GenerationSinkPtr si
         std::to_string(request.max_tokens) + ") exceed the model's context of " +
         std::to_string(context) + " tokens"));
   }
-  r->max_tokens = request.max_tokens > 0 ? request.max_tokens : context - prompt_tokens;
+  if (request.max_tokens > 0) {
+    r->max_tokens = request.max_tokens;
+  } else {
+    // Unset (chat clients rarely send one): a sequence's share of the cache, as each of
+    // llama-server's slots has, less the prompt, but at least a quarter share. Admission
+    // reserves prompt + max_tokens cells, so "until the context is full" would reserve the
+    // whole cache and run every such request alone.
+    const int32_t share = context / std::max(1, model_->max_sequences());
+    r->max_tokens = std::min(context - prompt_tokens, std::max(share - prompt_tokens, share / 4));
+    r->max_tokens = std::max(1, r->max_tokens);
+  }
 
   SamplingParams params = request.sampling;
   params.compute_logprob = request.logprobs;

@@ -385,6 +385,26 @@ TEST_F(GenerationSchedulerTest, RequestWaitsForAFreeSequenceEvenWithCellsToSpare
   EXPECT_EQ(end->usage.completion_tokens, 4);
 }
 
+TEST_F(GenerationSchedulerTest, UnsetMaxTokensReservesASequencesShareNotTheWholeCache) {
+  // 256 cells for 8 sequences: 32 each. A request without max_tokens reserves its share, not
+  // the whole cache (which would keep every other request waiting), and generates no further.
+  Load(/*context_tokens=*/256, /*max_sequences=*/8);
+  Start();
+  auto first = Run(Greedy("The capital of France is", 0), /*hold=*/true);
+  ASSERT_TRUE(first->WaitHolding());
+  auto second = Run(Greedy("The sea is", 0));
+  const GenerationSchedulerStats stats = scheduler_->stats();
+  EXPECT_EQ(stats.running, 1);
+  EXPECT_GT(stats.kv_reserved_cells, 0);
+  EXPECT_LE(stats.kv_reserved_cells, 32);
+  first->Release();
+  for (const auto& sink : {first, second}) {
+    auto end = sink->WaitEnd();
+    ASSERT_TRUE(end.ok()) << end.status().ToString();
+    EXPECT_LE(end->usage.prompt_tokens + end->usage.completion_tokens, 32);
+  }
+}
+
 TEST_F(GenerationSchedulerTest, InvalidRequestsAreRefusedWithTheNumbers) {
   Load(/*context_tokens=*/256);
   Start();
