@@ -8,7 +8,8 @@
 #      of the server alone, then the server on a free loopback port (taken from its log); wait
 #      (bounded) until /v2/health/ready answers 200
 #   3. one real embeddings request with curl, its JSON checked (2 rows, 384 finite floats, unit
-#      length, different texts give different vectors, usage counted)
+#      length, different texts give different vectors, usage counted), and one chat completion
+#      from the generative model (an assistant message, a finish reason, usage counted)
 #   4. SIGTERM to the server: it must exit 0 (make run then exits 0)
 #   5. `make test` in the clone (builds everything else, C++ unit tests, Python suite): must
 #      pass; the tests that need the optional QQP data skip, and their reasons are printed
@@ -206,6 +207,24 @@ assert cosine < 0.99, f"different texts, near-identical vectors (cosine {cosine}
 assert body["usage"]["prompt_tokens"] > 0, body["usage"]
 print(f"  POST /v1/embeddings: 2 x 384 floats, unit length, cosine {cosine:.3f}, "
       f"{body['usage']['prompt_tokens']} tokens, model {body['model']!r}")
+EOF
+mark
+
+begin "chat completion request"
+BODY="$(curl -sS --fail-with-body --max-time 120 -H 'content-type: application/json' \
+  -d '{"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 16, "temperature": 0}' \
+  "http://127.0.0.1:$PORT/v1/chat/completions")" || { echo "$BODY"; fail "POST /v1/chat/completions failed"; }
+python3 - "$BODY" <<'EOF' || fail "unexpected /v1/chat/completions answer: ${BODY:0:400}"
+import json, sys
+body = json.loads(sys.argv[1])
+assert body["object"] == "chat.completion", body.get("object")
+choice = body["choices"][0]
+assert choice["message"]["role"] == "assistant" and choice["message"]["content"].strip(), choice
+assert choice["finish_reason"] in ("stop", "length"), choice["finish_reason"]
+usage = body["usage"]
+assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= 16, usage
+print(f"  POST /v1/chat/completions: {choice['message']['content']!r} "
+      f"({usage['completion_tokens']} tokens, finish {choice['finish_reason']})")
 EOF
 mark
 
