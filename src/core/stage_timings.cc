@@ -9,6 +9,10 @@ std::string StageTimings::ToServerTiming() const {
       {"parse", parse_micros},         {"tokenize", tokenize_micros}, {"cache", cache_micros},
       {"queue", queue_micros},         {"batch", batch_micros},       {"infer", infer_micros},
       {"serialize", serialize_micros}, {"total", total_micros}};
+  return FormatServerTiming(stages);
+}
+
+std::string FormatServerTiming(std::span<const std::pair<const char*, int64_t>> stages) {
   std::string out;
   char buf[64];
   for (const auto& [name, micros] : stages) {

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
 
 namespace tailcut {
 
@@ -30,5 +32,8 @@ struct StageTimings {
   // "parse;dur=0.012, tokenize;dur=0.030, ..." in milliseconds (Server-Timing syntax).
   std::string ToServerTiming() const;
 };
+
+// Stages (name, microseconds), in order, as a Server-Timing header value in milliseconds.
+std::string FormatServerTiming(std::span<const std::pair<const char*, int64_t>> stages);
 
 }  // namespace tailcut

@@ -4,20 +4,27 @@
 
 namespace tailcut {
 
+void FinishGenerated(ApiContext& context, const HttpExchangePtr& exchange,
+                     std::string_view route, const GeneratedText& answer, std::string body,
+                     int64_t format_start_micros) {
+  HttpResponse res;
+  res.body = std::move(body);
+  if (!answer.start.variant.empty()) {
+    res.headers.emplace_back("X-Tailcut-Variant", answer.start.variant);
+  }
+  GenerationTimings t = answer.timings;
+  t.serialize_micros = context.clock().NowMicros() - format_start_micros;
+  context.Finish(exchange, route, answer.start.model, std::move(res), t.ToStageTimings(),
+                 t.ToServerTiming());
+}
+
 std::string GenerationTimings::ToServerTiming() const {
   const std::pair<const char*, int64_t> stages[] = {{"parse", parse_micros},
                                                     {"queue", queue_micros},
                                                     {"prefill", prefill_micros},
                                                     {"decode", decode_micros},
                                                     {"serialize", serialize_micros}};
-  std::string out;
-  char buf[64];
-  for (const auto& [name, micros] : stages) {
-    std::snprintf(buf, sizeof(buf), "%s%s;dur=%.3f", out.empty() ? "" : ", ", name,
-                  static_cast<double>(micros) / 1000.0);
-    out += buf;
-  }
-  return out;
+  return FormatServerTiming(stages);
 }
 
 StageTimings GenerationTimings::ToStageTimings() const {

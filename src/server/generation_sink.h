@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/generation.h"
@@ -100,6 +101,12 @@ struct GeneratedText {
   GenerationEnd end;
   GenerationTimings timings;  // parse, queue, prefill, decode (serialize is the caller's).
 };
+
+// Sends a collected answer whose body `body` was just formatted (from `format_start_micros`):
+// the X-Tailcut-Variant header, the serialize stage, Server-Timing and the request metrics.
+void FinishGenerated(ApiContext& context, const HttpExchangePtr& exchange,
+                     std::string_view route, const GeneratedText& answer, std::string body,
+                     int64_t format_start_micros);
 
 class CollectingGenerationSink final : public GenerationSink {
  public:

@@ -105,15 +105,7 @@ void HandleGenerate(ApiContext& ctx, const HttpExchangePtr& exchange, bool strea
             return ctx.FinishError(exchange, route, model, r.status(), ErrorStyle::kKServe);
           }
           const int64_t start = ctx.clock().NowMicros();
-          HttpResponse res;
-          res.body = Output(model, r->text);
-          if (!r->start.variant.empty()) {
-            res.headers.emplace_back("X-Tailcut-Variant", r->start.variant);
-          }
-          GenerationTimings t = r->timings;
-          t.serialize_micros = ctx.clock().NowMicros() - start;
-          ctx.Finish(exchange, route, r->start.model, std::move(res), t.ToStageTimings(),
-                     t.ToServerTiming());
+          FinishGenerated(ctx, exchange, route, *r, Output(model, r->text), start);
         });
   }
   ctx.Generate(*exchange, std::move(req), std::move(sink));

@@ -414,15 +414,8 @@ void HandleGeneration(ApiContext& ctx, const HttpExchangePtr& exchange, bool cha
           }
           const int64_t start = ctx.clock().NowMicros();
           const std::string& model = requested == "default" ? r->start.model : requested;
-          HttpResponse res;
-          res.body = FormatResponse(chat, id, created, model, *r, logprobs);
-          if (!r->start.variant.empty()) {
-            res.headers.emplace_back("X-Tailcut-Variant", r->start.variant);
-          }
-          GenerationTimings t = r->timings;
-          t.serialize_micros = ctx.clock().NowMicros() - start;
-          ctx.Finish(exchange, route, r->start.model, std::move(res), t.ToStageTimings(),
-                     t.ToServerTiming());
+          FinishGenerated(ctx, exchange, route, *r,
+                          FormatResponse(chat, id, created, model, *r, logprobs), start);
         });
   }
   ctx.Generate(*exchange, std::move(req), std::move(sink));
