@@ -1,6 +1,5 @@
 #include "server/generation_sink.h"
 
-#include <cstdio>
 
 namespace tailcut {
 
