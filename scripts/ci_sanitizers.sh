@@ -6,11 +6,13 @@
 #         build-asan/tailcut (all of it).
 #   tsan  build-tsan/ with ThreadSanitizer: the unit tests of the concurrent parts (batch
 #         queue and scheduler, caches and single-flight, the embedding cache, model reload,
-#         Redis client, delayed executor, work pool, metrics), then the thread-heaviest
+#         Redis client, delayed executor, work pool, metrics, the HTTP server and its streamed
+#         responses, the generation step loop on the real GGUF), then the thread-heaviest
 #         integration suites against build-tsan/tailcut: concurrent clients, overload and
 #         deadlines (admission), graceful shutdown, slow clients and connection eviction
 #         (robustness), large requests beside small ones and client disconnects (io_isolation),
-#         and the cache's threads (test_cache.py's tests marked `threads`).
+#         streamed generation with cancellation and drain (generation_api), and the cache's
+#         threads (test_cache.py's tests marked `threads`).
 #
 # Both builds use clang at -O1 with line tables only (fast to build, readable reports) and
 # only build what runs. Any sanitizer report fails the pass: the runtimes abort on the first
@@ -114,7 +116,7 @@ run_tsan() {
   log "tsan: configure + build build-tsan/"
   configure build-tsan thread
   cmake --build build-tsan --parallel "$JOBS" --target tailcut core_test cache_test redis_test \
-    common_test obs_test
+    common_test obs_test server_test generation_test
   phase "tsan build"
 
   export TSAN_OPTIONS="$COMMON:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
@@ -123,7 +125,7 @@ run_tsan() {
   # applies to every process started below.
   local norandom=(setarch "$(uname -m)" -R)
   "${norandom[@]}" true 2>/dev/null || norandom=()
-  log "tsan: unit tests (core, cache, redis, common, obs)"
+  log "tsan: unit tests (core, cache, redis, common, obs, server, generation)"
   # Only the binaries built above; the others are registered as *_NOT_BUILT.
   "${norandom[@]}" ctest --test-dir build-tsan --output-on-failure --timeout 600 -j "$JOBS" \
     -E '_NOT_BUILT$'
@@ -131,7 +133,7 @@ run_tsan() {
 
   log "tsan: integration tests"
   local suites=(test_concurrency.py test_admission.py test_shutdown.py test_robustness.py
-    test_io_isolation.py)
+    test_io_isolation.py test_generation_api.py)
   mkdir -p "$REPORTS/tsan"
   local tsan_env=(env "TSAN_OPTIONS=$TSAN_OPTIONS:log_path=$REPORTS/tsan/tsan"
     "TAILCUT_BUILD_DIR=$ROOT/build-tsan" TAILCUT_TEST_TIME_SCALE=10 TAILCUT_TEST_SANITIZER=tsan)
