@@ -28,7 +28,6 @@ Results: bench/results/generation-<date>.json and a table on stdout.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -41,6 +40,9 @@ import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_workloads  # noqa: E402  (the QQP reader the embedding workloads use)
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("TAILCUT_BUILD_DIR", REPO / "build"))
@@ -58,18 +60,9 @@ def free_port() -> int:
 
 
 def questions(path: Path, n: int, seed: int) -> list[str]:
-    if not path.exists():
-        sys.exit(f"generation_bench: QQP data not found at {path} (set --qqp or TAILCUT_SHARED_DATA)")
-    seen: set[str] = set()
-    out: list[str] = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            for key in ("a", "b"):
-                q = " ".join(str(row.get(key, "")).split())
-                if q and q not in seen:
-                    seen.add(q)
-                    out.append(q)
+    """n distinct QQP questions (make_workloads' reader: whitespace folded, first occurrence),
+    shuffled with `seed`."""
+    out = make_workloads.qqp_questions(path)
     random.Random(seed).shuffle(out)
     return out[:n]
 
