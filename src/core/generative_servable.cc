@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-
 #include "engine/onnx_session.h"  // DigestFile
 
 namespace tailcut {

@@ -11,33 +11,25 @@ void FinishGenerated(ApiContext& context, const HttpExchangePtr& exchange,
   if (!answer.start.variant.empty()) {
     res.headers.emplace_back("X-Tailcut-Variant", answer.start.variant);
   }
-  GenerationTimings t = answer.timings;
+  StageTimings t = answer.timings;
   t.serialize_micros = context.clock().NowMicros() - format_start_micros;
-  context.Finish(exchange, route, answer.start.model, std::move(res), t.ToStageTimings(),
-                 t.ToServerTiming());
+  const std::string server_timing = GenerationServerTiming(t);
+  context.Finish(exchange, route, answer.start.model, std::move(res), t, server_timing);
 }
 
-std::string GenerationTimings::ToServerTiming() const {
-  const std::pair<const char*, int64_t> stages[] = {{"parse", parse_micros},
-                                                    {"queue", queue_micros},
-                                                    {"prefill", prefill_micros},
-                                                    {"decode", decode_micros},
-                                                    {"serialize", serialize_micros}};
+std::string GenerationServerTiming(const StageTimings& t) {
+  const std::pair<const char*, int64_t> stages[] = {{"parse", t.parse_micros},
+                                                    {"queue", t.queue_micros},
+                                                    {"prefill", t.prefill_micros},
+                                                    {"decode", t.decode_micros},
+                                                    {"serialize", t.serialize_micros}};
   return FormatServerTiming(stages);
-}
-
-StageTimings GenerationTimings::ToStageTimings() const {
-  StageTimings t;
-  t.parse_micros = parse_micros;
-  t.queue_micros = queue_micros;
-  t.serialize_micros = serialize_micros;
-  return t;
 }
 
 namespace {
 
 // Fills prefill and decode from the sink's clock readings (0 where a stage never began).
-void FinishTimings(int64_t start, int64_t first_piece, int64_t end, GenerationTimings* t) {
+void FinishTimings(int64_t start, int64_t first_piece, int64_t end, StageTimings* t) {
   if (start == 0) return;
   const int64_t first = first_piece != 0 ? first_piece : end;
   t->prefill_micros = first - start;
@@ -85,7 +77,7 @@ void StreamingGenerationSink::OnEnd(Result<GenerationEnd> end) {
     const Status status =
         end.ok() ? Status::Internal("generation ended without being admitted") : end.status();
     return context_.FinishError(exchange_, route_.route, route_.requested_model, status,
-                                route_.style, timings_.ToStageTimings());
+                                route_.style, timings_);
   }
   unsigned status = 200;
   if (end.ok()) {
@@ -98,8 +90,8 @@ void StreamingGenerationSink::OnEnd(Result<GenerationEnd> end) {
     writer_->Send(events_->Error(end.status()));
     writer_->End(false);
   }
-  context_.RecordStreamed(*exchange_, route_.route, model_, status, timings_.ToStageTimings(),
-                          timings_.ToServerTiming(), traceparent_);
+  context_.RecordStreamed(*exchange_, route_.route, model_, status, timings_,
+                          GenerationServerTiming(timings_), traceparent_);
 }
 
 CollectingGenerationSink::CollectingGenerationSink(ApiContext& context, bool keep_pieces,

@@ -33,19 +33,9 @@
 
 namespace tailcut {
 
-// Where a generation's time went, in microseconds.
-struct GenerationTimings {
-  int64_t parse_micros = 0;
-  int64_t queue_micros = 0;
-  int64_t prefill_micros = 0;
-  int64_t decode_micros = 0;
-  int64_t serialize_micros = 0;
-  // "parse;dur=.., queue;dur=.., prefill;dur=.., decode;dur=.., serialize;dur=.." (ms); the
-  // total is appended by ApiContext::Finish().
-  std::string ToServerTiming() const;
-  // The stages the request metrics know (parse, queue, serialize).
-  StageTimings ToStageTimings() const;
-};
+// A generation's stages as Server-Timing: "parse;dur=.., queue;dur=.., prefill;dur=..,
+// decode;dur=.., serialize;dur=.." (ms); the total is appended by ApiContext::Finish().
+std::string GenerationServerTiming(const StageTimings& timings);
 
 // One API's streamed event payloads (JSON text, without the SSE framing). Called on the step
 // loop: each must be quick.
@@ -87,7 +77,7 @@ class StreamingGenerationSink final : public GenerationSink {
   std::optional<SseWriter> writer_;  // From OnStart().
   std::string model_;                // Canonical, from OnStart().
   std::string traceparent_;
-  GenerationTimings timings_;
+  StageTimings timings_;
   int64_t start_micros_ = 0;
   int64_t first_piece_micros_ = 0;
 };
@@ -99,7 +89,7 @@ struct GeneratedText {
   // Each piece's text and log-probability, when the request asked for logprobs (else empty).
   std::vector<GenerationPiece> pieces;
   GenerationEnd end;
-  GenerationTimings timings;  // parse, queue, prefill, decode (serialize is the caller's).
+  StageTimings timings;  // parse, queue, prefill, decode (serialize is the caller's).
 };
 
 // Sends a collected answer whose body `body` was just formatted (from `format_start_micros`):
