@@ -9,6 +9,8 @@ FUZZ_SECONDS ?= 20
 ARGS ?=
 # pytest: -rs lists every skipped test with its reason (e.g. the QQP tests without the data).
 PYTEST_ARGS ?= -q -rs
+# What pytest runs: the whole integration suite unless narrowed, e.g. to one file.
+PYTEST_PATHS ?= tests/python
 export TAILCUT_BUILD_DIR := $(abspath $(BUILD))
 
 .PHONY: setup setup-server build run embed-sample test unit-test py-test bench-engine bench bench-quick bench-setup format clean \
@@ -35,13 +37,13 @@ embed-sample: setup-server
 
 test: setup
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
-	$(PYTHON) -m pytest $(PYTEST_ARGS) tests/python
+	$(PYTHON) -m pytest $(PYTEST_ARGS) $(PYTEST_PATHS)
 
 unit-test:
 	cd $(BUILD) && ctest --output-on-failure
 
 py-test:
-	$(PYTHON) -m pytest $(PYTEST_ARGS) tests/python
+	$(PYTHON) -m pytest $(PYTEST_ARGS) $(PYTEST_PATHS)
 
 bench-engine: setup-server
 	$(BUILD)/tailcut bench-engine

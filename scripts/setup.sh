@@ -161,8 +161,9 @@ cat > "$GGUF_DIR/model.yaml" <<'YAML'
 name: smollm2-135m-instruct
 kind: generative
 file: SmolLM2-135M-Instruct.Q4_1.gguf
-context_tokens: 2048        # KV cells for all sequences together (22.5 KiB each: 45 MiB)
+context_tokens: 8192        # KV cells of all sequences (22.5 KiB each: 180 MiB), 1024 per sequence
 max_sequences: 8
+kv_cache: per_sequence      # a stream per sequence: answers independent of the batch
 YAML
 
 # 6. Build --------------------------------------------------------------------------------

@@ -19,6 +19,11 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
                                LatencyBucketsSeconds(), {"model"})),
       prompt_tokens_(r.AddCounter("tailcut_generation_prompt_tokens_total",
                                   "Prompt tokens of admitted generation requests", {"model"})),
+      cached_prompt_tokens_(r.AddCounter(
+          "tailcut_generation_cached_prompt_tokens_total",
+          "Prompt tokens of admitted generation requests found in the KV cache (a prefix kept "
+          "from an earlier request), not prefilled again",
+          {"model"})),
       generated_tokens_(r.AddCounter("tailcut_generation_generated_tokens_total",
                                      "Tokens generated", {"model"})),
       cancellations_(r.AddCounter("tailcut_generation_cancellations_total",
@@ -33,7 +38,13 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
       waiting_(r.AddGauge("tailcut_generation_waiting_requests",
                           "Generation requests waiting for admission", {"model"})),
       kv_used_(r.AddGauge("tailcut_generation_kv_cells_used",
-                          "KV-cache cells holding a token", {"model"})),
+                          "KV-cache cells holding a token (of a running sequence, or kept "
+                          "by a finished one for prefix reuse)",
+                          {"model"})),
+      kv_reserved_(r.AddGauge("tailcut_generation_kv_cells_reserved",
+                              "KV-cache cells promised to running sequences (prompt + "
+                              "max_tokens each)",
+                              {"model"})),
       kv_capacity_(r.AddGauge("tailcut_generation_kv_cells_capacity",
                               "KV-cache cells (context_tokens)", {"model"})) {}
 
@@ -44,12 +55,14 @@ GenerationMetrics GenerationMetricFamilies::ForModel(const std::string& model) {
   m.queue_seconds = &queue_.WithLabels({model});
   m.duration_seconds = &duration_.WithLabels({model});
   m.prompt_tokens = &prompt_tokens_.WithLabels({model});
+  m.cached_prompt_tokens = &cached_prompt_tokens_.WithLabels({model});
   m.generated_tokens = &generated_tokens_.WithLabels({model});
   m.cancellations = &cancellations_.WithLabels({model});
   m.rejected = &rejected_.WithLabels({model});
   m.running_sequences = &running_.WithLabels({model});
   m.waiting_requests = &waiting_.WithLabels({model});
   m.kv_used_cells = &kv_used_.WithLabels({model});
+  m.kv_reserved_cells = &kv_reserved_.WithLabels({model});
   m.kv_capacity_cells = &kv_capacity_.WithLabels({model});
   return m;
 }

@@ -20,12 +20,14 @@ struct GenerationMetrics {
   Histogram* queue_seconds;                // Arrival to admission into the running set.
   Histogram* duration_seconds;             // Arrival to the end, for every admitted request.
   Counter* prompt_tokens;
+  Counter* cached_prompt_tokens;  // Prompt tokens a sequence's kept KV cache supplied.
   Counter* generated_tokens;
   Counter* cancellations;  // Ended because the client went away.
   Counter* rejected;       // Refused with kResourceExhausted (queue full or waited too long).
   Gauge* running_sequences;
   Gauge* waiting_requests;
-  Gauge* kv_used_cells;
+  Gauge* kv_used_cells;      // Includes the tokens finished sequences keep for reuse.
+  Gauge* kv_reserved_cells;  // Promised to running sequences (prompt + max_tokens each).
   Gauge* kv_capacity_cells;
 };
 
@@ -40,12 +42,14 @@ class GenerationMetricFamilies {
   Family<Histogram>& queue_;
   Family<Histogram>& duration_;
   Family<Counter>& prompt_tokens_;
+  Family<Counter>& cached_prompt_tokens_;
   Family<Counter>& generated_tokens_;
   Family<Counter>& cancellations_;
   Family<Counter>& rejected_;
   Family<Gauge>& running_;
   Family<Gauge>& waiting_;
   Family<Gauge>& kv_used_;
+  Family<Gauge>& kv_reserved_;
   Family<Gauge>& kv_capacity_;
 };
 

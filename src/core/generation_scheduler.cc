@@ -39,6 +39,12 @@ size_t PossibleStopTail(const std::string& text, const std::vector<std::string>&
   return longest;
 }
 
+// How many leading tokens `kept` and `prompt` share.
+int32_t CommonPrefix(const std::vector<TokenId>& kept, const std::vector<TokenId>& prompt) {
+  const auto [k, p] = std::mismatch(kept.begin(), kept.end(), prompt.begin(), prompt.end());
+  return static_cast<int32_t>(k - kept.begin());
+}
+
 }  // namespace
 
 struct GenerationScheduler::Request {
@@ -60,6 +66,8 @@ struct GenerationScheduler::Sequence {
   SequenceId id = 0;
   int64_t admitted_micros = 0;
   size_t prefilled = 0;           // Prompt tokens in the cache.
+  int32_t reused = 0;             // Of those, kept from the sequence's previous request.
+  std::vector<TokenId> cached;    // The tokens in the sequence's KV cache, from position 0.
   TokenPosition position = 0;     // Where the next decoded token goes.
   TokenId pending = kNoToken;     // Sampled, streamed, not yet decoded into the cache.
   int32_t generated = 0;          // Tokens sampled.
@@ -84,6 +92,8 @@ GenerationScheduler::GenerationScheduler(GenerativeModel* model,
                                          : model->batch_tokens(),
                                      model->max_sequences()))) {
   for (SequenceId id = model_->max_sequences() - 1; id >= 0; --id) free_ids_.push_back(id);
+  kept_tokens_.resize(static_cast<size_t>(model_->max_sequences()));
+  freed_micros_.assign(static_cast<size_t>(model_->max_sequences()), 0);
   stats_.kv_capacity_cells = model_->context_tokens();
   if (options_.metrics) {
     options_.metrics->kv_capacity_cells->Set(static_cast<double>(model_->context_tokens()));
@@ -122,7 +132,8 @@ void GenerationScheduler::Generate(GenerateRequest request, GenerationSinkPtr si
   r->prompt = std::move(tokens).value();
   if (r->prompt.empty()) return refuse(Status::InvalidArgument("the prompt is empty"));
 
-  const int32_t context = model_->context_tokens();
+  // What one sequence may hold: its own stream, or (shared layout) the whole pool.
+  const int32_t context = model_->sequence_context_tokens();
   const auto prompt_tokens = static_cast<int32_t>(r->prompt.size());
   if (request.max_tokens < 0) {
     return refuse(Status::InvalidArgument("max_tokens must not be negative, got " +
@@ -130,22 +141,26 @@ void GenerationScheduler::Generate(GenerateRequest request, GenerationSinkPtr si
   }
   if (prompt_tokens >= context) {
     return refuse(Status::InvalidArgument(
-        "the prompt has " + std::to_string(prompt_tokens) + " tokens; the model's context holds " +
-        std::to_string(context) + " (prompt and generated tokens together)"));
+        "the prompt has " + std::to_string(prompt_tokens) +
+        " tokens; the model's context holds " + std::to_string(context) +
+        " per sequence (prompt and generated tokens together)"));
   }
   if (request.max_tokens > context - prompt_tokens) {
     return refuse(Status::InvalidArgument(
         "the prompt (" + std::to_string(prompt_tokens) + " tokens) plus max_tokens (" +
         std::to_string(request.max_tokens) + ") exceed the model's context of " +
-        std::to_string(context) + " tokens"));
+        std::to_string(context) + " tokens per sequence"));
   }
   if (request.max_tokens > 0) {
     r->max_tokens = request.max_tokens;
+  } else if (model_->kv_cache_layout() == KvCacheLayout::kPerSequence) {
+    // Unset (chat clients rarely send one): until the sequence's own stream is full, as in
+    // llama-server; the stream is no one else's, so reserving it costs the others nothing.
+    r->max_tokens = context - prompt_tokens;
   } else {
-    // Unset (chat clients rarely send one): a sequence's share of the cache, as each of
-    // llama-server's slots has, less the prompt, but at least a quarter share. Admission
-    // reserves prompt + max_tokens cells, so "until the context is full" would reserve the
-    // whole cache and run every such request alone.
+    // Shared pool: a sequence's share of it, less the prompt, but at least a quarter share.
+    // Admission reserves prompt + max_tokens cells, so "until the context is full" would
+    // reserve the whole cache and run every such request alone.
     const int32_t share = context / std::max(1, model_->max_sequences());
     r->max_tokens = std::min(context - prompt_tokens, std::max(share - prompt_tokens, share / 4));
     r->max_tokens = std::max(1, r->max_tokens);
@@ -237,17 +252,83 @@ void GenerationScheduler::ExpireAndAdmitLocked(
   // First come, first served: a request that does not fit holds back the ones behind it, so a
   // large request is not starved by a stream of small ones.
   const int32_t capacity = model_->context_tokens();
-  while (!waiting_.empty() && !free_ids_.empty() &&
-         reserved_cells_ + waiting_.front()->cells() <= capacity) {
+  while (!waiting_.empty() && !free_ids_.empty()) {
+    const Request& front = *waiting_.front();
+    const auto [pick, reuse] = PickSequenceLocked(front.prompt);
+    auto fits = [&] { return reserved_cells_ + front.cells() + IdleCellsLocked(pick) <= capacity; };
+    while (!fits() && EvictIdleLocked(pick)) {
+    }
+    if (!fits()) break;
     auto seq = std::make_unique<Sequence>();
     seq->request = std::move(waiting_.front());
     waiting_.pop_front();
-    seq->id = free_ids_.back();
-    free_ids_.pop_back();
+    seq->id = free_ids_[pick];
+    free_ids_.erase(free_ids_.begin() + static_cast<std::ptrdiff_t>(pick));
+    // Keep the shared prefix, drop what followed it (the cache holds exactly `cached`).
+    std::vector<TokenId>& kept = kept_tokens_[static_cast<size_t>(seq->id)];
+    if (static_cast<int32_t>(kept.size()) > reuse &&
+        !model_->RemoveTokens(seq->id, reuse, -1).ok()) {
+      (void)model_->RemoveSequence(seq->id);  // Not expected; start afresh rather than fail.
+      kept.clear();
+    }
+    kept.resize(std::min(kept.size(), static_cast<size_t>(reuse)));
+    seq->cached = std::move(kept);
+    kept.clear();
+    seq->reused = static_cast<int32_t>(seq->cached.size());
+    seq->prefilled = seq->cached.size();
+    seq->position = seq->reused;
     seq->admitted_micros = now;
     reserved_cells_ += seq->request->cells();
     admitted->push_back(std::move(seq));
   }
+}
+
+std::pair<size_t, int32_t> GenerationScheduler::PickSequenceLocked(
+    const std::vector<TokenId>& prompt) const {
+  // The longest common prefix wins; among equals, the sequence freed longest ago. At least one
+  // prompt token is always prefilled again: its logits predict the first generated token.
+  size_t best = 0;
+  int32_t best_reuse = -1;
+  const auto most = static_cast<int32_t>(prompt.size()) - 1;
+  for (size_t i = 0; i < free_ids_.size(); ++i) {
+    const auto id = static_cast<size_t>(free_ids_[i]);
+    const int32_t reuse = std::min(CommonPrefix(kept_tokens_[id], prompt), most);
+    if (reuse > best_reuse ||
+        (reuse == best_reuse &&
+         freed_micros_[id] < freed_micros_[static_cast<size_t>(free_ids_[best])])) {
+      best = i;
+      best_reuse = reuse;
+    }
+  }
+  return {best, std::max(best_reuse, 0)};
+}
+
+int32_t GenerationScheduler::IdleCellsLocked(size_t except) const {
+  if (model_->kv_cache_layout() != KvCacheLayout::kShared) return 0;  // Streams of their own.
+  int32_t cells = 0;
+  for (size_t i = 0; i < free_ids_.size(); ++i) {
+    if (i != except) {
+      cells += static_cast<int32_t>(kept_tokens_[static_cast<size_t>(free_ids_[i])].size());
+    }
+  }
+  return cells;
+}
+
+bool GenerationScheduler::EvictIdleLocked(size_t except) {
+  size_t oldest = free_ids_.size();
+  for (size_t i = 0; i < free_ids_.size(); ++i) {
+    const auto id = static_cast<size_t>(free_ids_[i]);
+    if (i == except || kept_tokens_[id].empty()) continue;
+    if (oldest == free_ids_.size() ||
+        freed_micros_[id] < freed_micros_[static_cast<size_t>(free_ids_[oldest])]) {
+      oldest = i;
+    }
+  }
+  if (oldest == free_ids_.size()) return false;
+  const SequenceId id = free_ids_[oldest];
+  (void)model_->RemoveSequence(id);
+  kept_tokens_[static_cast<size_t>(id)].clear();
+  return true;
 }
 
 void GenerationScheduler::Loop() {
@@ -296,6 +377,7 @@ void GenerationScheduler::Loop() {
       if (options_.metrics) {
         options_.metrics->queue_seconds->Observe(Seconds(seq->admitted_micros - r.arrival_micros));
         options_.metrics->prompt_tokens->Inc(static_cast<double>(r.prompt.size()));
+        options_.metrics->cached_prompt_tokens->Inc(static_cast<double>(seq->reused));
       }
       GenerationStart start;
       start.model = options_.model_name;
@@ -383,11 +465,14 @@ void GenerationScheduler::Step() {
     return;
   }
   for (auto& [seq, n] : chunks) {
+    const auto from = seq->request->prompt.begin() + static_cast<std::ptrdiff_t>(seq->prefilled);
+    seq->cached.insert(seq->cached.end(), from, from + n);
     seq->prefilled += static_cast<size_t>(n);
     seq->position += n;
   }
   for (Sequence* seq : owner) {
     if (seq->pending != kNoToken) {
+      seq->cached.push_back(seq->pending);
       seq->pending = kNoToken;
       seq->position += 1;
     }
@@ -465,25 +550,36 @@ bool GenerationScheduler::Advance(Sequence& seq, std::span<const float> logits, 
 }
 
 void GenerationScheduler::Finish(std::unique_ptr<Sequence> seq, Result<GenerationEnd> end) {
-  // The cells are free before the sink hears of the end, so a client that sends its next
-  // request on OnEnd finds them free.
-  (void)model_->RemoveSequence(seq->id);
+  // The sequence is free before the sink hears of the end, so a client that sends its next
+  // request on OnEnd finds it free (and its tokens kept for reuse). A failed decode may have
+  // left the cache unlike `cached`: then nothing is kept.
+  const int64_t now = clock_.NowMicros();
+  const bool keep = options_.reuse_prompt_prefix &&
+                    (end.ok() || end.status().code() != Status::Code::kInternal) &&
+                    model_->SequenceLength(seq->id) ==
+                        static_cast<TokenPosition>(seq->cached.size());
+  if (!keep) {
+    (void)model_->RemoveSequence(seq->id);
+    seq->cached.clear();
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     free_ids_.push_back(seq->id);
+    kept_tokens_[static_cast<size_t>(seq->id)] = std::move(seq->cached);
+    freed_micros_[static_cast<size_t>(seq->id)] = now;
     reserved_cells_ -= seq->request->cells();
     stats_.running = static_cast<int32_t>(running_.size());
     stats_.kv_used_cells = model_->CacheUsage().used_cells;
     stats_.kv_reserved_cells = reserved_cells_;
   }
   const Request& r = *seq->request;
-  const int64_t now = clock_.NowMicros();
   if (options_.metrics) options_.metrics->duration_seconds->Observe(Seconds(now - r.call_micros));
   if (end.ok()) {
     end->model = options_.model_name;
     end->variant = options_.variant_name;
     end->usage.prompt_tokens = static_cast<int32_t>(r.prompt.size());
     end->usage.completion_tokens = seq->generated;
+    end->usage.cached_prompt_tokens = seq->reused;
     end->timings = r.timings;
     end->timings.queue_micros = seq->admitted_micros - r.arrival_micros;
     const int64_t first = seq->first_token_micros > 0 ? seq->first_token_micros : now;
@@ -509,6 +605,7 @@ void GenerationScheduler::PublishStats() {
     options_.metrics->running_sequences->Set(s.running);
     options_.metrics->waiting_requests->Set(s.waiting);
     options_.metrics->kv_used_cells->Set(s.kv_used_cells);
+    options_.metrics->kv_reserved_cells->Set(s.kv_reserved_cells);
     options_.metrics->kv_capacity_cells->Set(s.kv_capacity_cells);
   }
 }

@@ -9,7 +9,15 @@
 // sequence id), so a running sequence can never run out of cache halfway: no preemption, no
 // recomputation. A request that does not fit waits, first come first served, in a bounded
 // queue; a full queue or a wait longer than max_queue_delay_millis is kResourceExhausted (the
-// front-end's 429). Shared prompt prefixes are not reused yet (cached_prompt_tokens stays 0).
+// front-end's 429).
+//
+// Prompt prefixes are reused as llama-server's slots reuse them: a finished sequence keeps its
+// tokens in the KV cache, and a new request takes the free sequence whose kept tokens share
+// the longest prefix with its prompt (a common system prompt, the earlier turns of a chat),
+// drops the rest and prefills only what differs (GenerationUsage::cached_prompt_tokens). With
+// no common prefix it takes the sequence idle longest, so recent caches survive. In a shared
+// KV layout kept tokens hold cells of the pool, so admission drops idle caches (least
+// recently used first) when a request needs their cells.
 //
 // Generate() validates and tokenises (chat template included) on the calling thread, so the
 // step loop only decodes, samples and detokenises. Sink calls come from the step loop, never
@@ -57,6 +65,10 @@ struct GenerationSchedulerOptions {
   int64_t max_queue_delay_millis = 10'000;
   // Deadline for requests that bring none (GenerateRequest::deadline_micros == 0); 0 = none.
   int64_t default_timeout_millis = 0;
+  // Whether a finished sequence's tokens stay in its KV cache for a later prompt that starts
+  // the same way (see above). Off, every request prefills its whole prompt: for comparisons
+  // and for tests of prefill itself.
+  bool reuse_prompt_prefix = true;
   // Metric series of this model; null records nothing (tests).
   const GenerationMetrics* metrics = nullptr;
   // Names in GenerationStart/End (canonical model name, the GGUF variant).
@@ -109,6 +121,15 @@ class GenerationScheduler {
   void ExpireAndAdmitLocked(int64_t now,
                             std::vector<std::pair<std::unique_ptr<Request>, Status>>* ended,
                             std::vector<std::unique_ptr<Sequence>>* admitted);
+  // Under mu_: the free sequence id for `prompt` (as index into free_ids_) and how many of its
+  // kept tokens the prompt reuses.
+  std::pair<size_t, int32_t> PickSequenceLocked(const std::vector<TokenId>& prompt) const;
+  // Under mu_: KV cells held by idle sequences' kept tokens other than free_ids_[except]
+  // (shared layout only; 0 otherwise).
+  int32_t IdleCellsLocked(size_t except) const;
+  // Under mu_: drops the kept tokens of the least recently freed idle sequence other than
+  // free_ids_[except]; false when there is none.
+  bool EvictIdleLocked(size_t except);
   // Ends the running sequences that were cancelled or passed their deadline, then runs one
   // Decode() over the rest: a token for each generating sequence, prompt chunks after.
   void Step();
@@ -128,6 +149,11 @@ class GenerationScheduler {
   std::condition_variable wake_;  // New work, or Stop().
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<SequenceId> free_ids_;  // Sequence ids no running request holds.
+  // Per sequence id, for the free ones: the tokens its KV cache still holds (positions 0 ..)
+  // and when it was freed (LRU order). Touched only by the step loop (under mu_ while
+  // admitting).
+  std::vector<std::vector<TokenId>> kept_tokens_;
+  std::vector<int64_t> freed_micros_;
   int32_t reserved_cells_ = 0;        // Sum of the running requests' reservations.
   bool stopping_ = false;             // Generate() refuses.
   bool drain_ = false;

@@ -13,6 +13,7 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
   GenerativeModelOptions model_options;
   model_options.context_tokens = g.context_tokens;
   model_options.max_sequences = g.max_sequences;
+  model_options.kv_cache_layout = g.kv_cache_layout;
   model_options.batch_tokens = g.batch_tokens;
   model_options.decode_threads = g.decode_threads;
   model_options.batch_threads = g.batch_threads;
@@ -27,9 +28,13 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
   if (!digest.ok()) return digest.status();
   auto model = LoadGenerativeModel(config.file_path, model_options);
   if (!model.ok()) return model.status();
-  spdlog::info("generative model '{}': {}, {} KV cells, {} sequences, trained context {}",
-               config.name, (*model)->description(), (*model)->context_tokens(),
-               (*model)->max_sequences(), (*model)->trained_context_tokens());
+  spdlog::info(
+      "generative model '{}': {}, {} KV cells ({}), {} sequences of up to {} tokens, trained "
+      "context {}",
+      config.name, (*model)->description(), (*model)->context_tokens(),
+      g.kv_cache_layout == KvCacheLayout::kShared ? "shared" : "a stream per sequence",
+      (*model)->max_sequences(), (*model)->sequence_context_tokens(),
+      (*model)->trained_context_tokens());
 
   std::unique_ptr<GenerativeServable> s(
       new GenerativeServable(config, *digest, std::move(model).value(), metrics));
@@ -85,7 +90,7 @@ ModelDescription GenerativeServable::Describe() const {
   d.engine_description = model_->description();
   // The longest sequence (prompt and generated tokens) and the most generated at once, for
   // front-ends that read the embedding fields.
-  d.max_sequence_length = model_->context_tokens();
+  d.max_sequence_length = model_->sequence_context_tokens();
   d.max_batch_size = model_->max_sequences();
   const std::string& variant = config_.default_variant;
   d.variants = {variant};

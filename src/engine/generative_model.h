@@ -4,10 +4,11 @@
 // per-sequence state of its KV cache. The scheduler above decides what goes in each batch;
 // this layer only checks that a batch is well formed and runs it.
 //
-// The KV cache is one pool of context_tokens() cells shared by all sequences (llama.cpp's
-// unified cache): each cached token of each sequence takes a cell, except that tokens shared
-// through CopyPrefix() take one cell for all their sequences. So a scheduler budgets one number,
-// and a system prompt prefilled once serves every sequence that starts with it.
+// The KV cache holds context_tokens() cells in one of two layouts (KvCacheLayout): a stream of
+// its own for each sequence (the default, as llama-server's slots have), or one pool shared by
+// all (llama.cpp's unified cache), where tokens shared through CopyPrefix() take one cell for
+// all their sequences. Either way each cached token of a sequence takes a cell of its
+// sequence_context_tokens(), and the scheduler budgets cells against context_tokens().
 //
 // Only the engine's *_llama.cc files include llama.h; nothing here names a llama.cpp type.
 //
@@ -35,12 +36,30 @@ using SequenceId = int32_t;
 using TokenPosition = int32_t;
 inline constexpr TokenId kNoToken = -1;
 
+// How the KV cache's cells are laid out between sequences.
+enum class KvCacheLayout {
+  // Each sequence has a stream of context_tokens / max_sequences cells (rounded up to a
+  // multiple of 256 by llama.cpp) that only it uses. Its attention then runs over its own
+  // cells alone, so a greedy answer is the same bit for bit whichever other sequences run
+  // beside it: with one shared pool the attention sums run over every sequence's cells (the
+  // others masked) and group differently, which flips near-ties (measured: 5 to 11 of 24
+  // greedy chat answers changed when 8 ran together, 0 of 24 with this layout). The cost: a
+  // sequence can never use more than its stream, and CopyPrefix copies cells rather than
+  // sharing them. llama-server's default (-np N without --kv-unified) is the same.
+  kPerSequence,
+  // One pool of context_tokens cells for all sequences: a long sequence may use what short
+  // ones leave, and CopyPrefix shares cells. Answers then depend (slightly) on the batch.
+  kShared,
+};
+
 struct GenerativeModelOptions {
-  // KV-cache capacity in tokens (cells), shared by all sequences: bounds the sum of the live
-  // sequences' cached lengths, with a prefix shared through CopyPrefix counted once. Memory is
-  // allocated for all of it at load (SmolLM2-135M: 22.5 KiB per token). 0 takes the model's
-  // trained context; more than that is refused (no RoPE scaling).
+  // KV-cache capacity in tokens (cells) for all sequences together: bounds the sum of the
+  // live sequences' cached lengths (kShared: with a prefix shared through CopyPrefix counted
+  // once; kPerSequence: each sequence within its own share). Memory is allocated for all of it
+  // at load (SmolLM2-135M: 22.5 KiB per token). 0 takes the model's trained context (per
+  // sequence, for kPerSequence); a sequence may not hold more than that (no RoPE scaling).
   int32_t context_tokens = 4096;
+  KvCacheLayout kv_cache_layout = KvCacheLayout::kPerSequence;
   // Sequences the cache can hold at once (ids 0 .. max_sequences - 1): the most requests one
   // model generates for concurrently. Costs bookkeeping only, not memory.
   int32_t max_sequences = 8;
@@ -138,6 +157,10 @@ class GenerativeModel {
   virtual int32_t trained_context_tokens() const = 0;
   // The KV cache's capacity in tokens (GenerativeModelOptions::context_tokens, as allocated).
   virtual int32_t context_tokens() const = 0;
+  // The most tokens one sequence can hold: its stream (kPerSequence) or the whole cache
+  // (kShared). A prompt plus its generated tokens must fit in it.
+  virtual int32_t sequence_context_tokens() const = 0;
+  virtual KvCacheLayout kv_cache_layout() const = 0;
   virtual int32_t max_sequences() const = 0;
   virtual int32_t batch_tokens() const = 0;
 
@@ -175,9 +198,10 @@ class GenerativeModel {
   // Runs one forward pass over `batch` and appends its tokens to their sequences' cache.
   // Checks first, naming the entry and the limit: the batch is non-empty and at most
   // batch_tokens() long; tokens are in the vocabulary; sequences are in range; each sequence's
-  // positions continue it; no position reaches context_tokens(); the new tokens fit in the
-  // free cells (kResourceExhausted: the caller may retry after freeing some). A refused batch
-  // changes nothing.
+  // positions continue it; no position reaches sequence_context_tokens(); the new tokens fit
+  // in the free cells of their sequence's stream (kPerSequence) or of the pool (kShared;
+  // kResourceExhausted: the caller may retry after freeing some). A refused batch changes
+  // nothing.
   virtual Result<DecodeLogits> Decode(const DecodeBatch& batch) = 0;
 
   // --- KV cache (the step-loop thread) ------------------------------------------------------
@@ -191,8 +215,9 @@ class GenerativeModel {
   // forget the oldest ones; positions are not shifted, so the sequence still ends at
   // context_tokens()).
   virtual Status RemoveTokens(SequenceId sequence, TokenPosition begin, TokenPosition end) = 0;
-  // Makes the empty sequence `destination` share `source`'s tokens at positions [0, length):
-  // the cells are shared, not copied, and `destination` continues at position `length`.
+  // Makes the empty sequence `destination` hold `source`'s tokens at positions [0, length),
+  // continuing at position `length`: kShared shares the cells; kPerSequence copies them into
+  // the destination's stream (at the next Decode()).
   virtual Status CopyPrefix(SequenceId source, SequenceId destination, TokenPosition length) = 0;
   // Empties every sequence.
   virtual void ClearCache() = 0;

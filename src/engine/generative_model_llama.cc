@@ -1,13 +1,15 @@
-// GenerativeModel on llama.cpp: one llama_model, one llama_context with a unified KV cache,
-// one ggml thread pool, and a shadow of the cache's cell accounting.
+// GenerativeModel on llama.cpp: one llama_model, one llama_context (its KV cache in the layout
+// GenerativeModelOptions asks for), one ggml thread pool, and a shadow of the cache's cell
+// accounting.
 //
 // The shadow: llama.cpp's public API says where each sequence starts and ends but not how many
-// cells are in use, which is what a scheduler budgets. In a unified cache a cell holds one
-// token for a set of sequences (CopyPrefix adds a sequence to cells, it copies nothing), and is
-// free when that set is empty, so counting references per cell reproduces llama.cpp's own
-// count exactly for attention models without a sliding window (SWA models prune cells on
-// their own: the count is then an upper bound). Recurrent and hybrid models keep a state per
-// sequence, not cells, and are refused at load.
+// cells are in use, which is what a scheduler budgets. In a unified cache (kShared) a cell
+// holds one token for a set of sequences (CopyPrefix adds a sequence to cells, it copies
+// nothing), and is free when that set is empty, so counting references per cell reproduces
+// llama.cpp's own count exactly for attention models without a sliding window (SWA models
+// prune cells on their own: the count is then an upper bound). With a stream per sequence
+// (kPerSequence) no cell is shared, and the same count is the sum of the sequences' lengths.
+// Recurrent and hybrid models keep a state per sequence, not cells, and are refused at load.
 #include <ggml-cpu.h>
 #include <llama.h>
 
@@ -111,10 +113,19 @@ class LlamaGenerativeModel final : public GenerativeModel {
           ") is not a plain decoder (recurrent, hybrid or encoder-decoder); tailcut's "
           "generative engine needs a per-token KV cache");
     }
-    const int32_t ctx = options.context_tokens == 0 ? n_ctx_train_ : options.context_tokens;
-    if (n_ctx_train_ > 0 && ctx > n_ctx_train_) {
+    layout_ = options.kv_cache_layout;
+    const bool per_sequence = layout_ == KvCacheLayout::kPerSequence;
+    const int32_t streams = per_sequence ? options.max_sequences : 1;
+    const int32_t ctx = options.context_tokens == 0
+                            ? static_cast<int32_t>(std::min<int64_t>(
+                                  int64_t{n_ctx_train_} * streams, INT32_MAX))
+                            : options.context_tokens;
+    if (n_ctx_train_ > 0 && ctx / streams > n_ctx_train_) {
       return Status::InvalidArgument(
           "GenerativeModelOptions.context_tokens is " + std::to_string(ctx) +
+          (per_sequence ? " (" + std::to_string(ctx / streams) + " for each of " +
+                              std::to_string(streams) + " sequences)"
+                        : std::string()) +
           ", beyond the trained context of " + std::to_string(n_ctx_train_) + " tokens of '" +
           path_ + "'");
     }
@@ -131,7 +142,7 @@ class LlamaGenerativeModel final : public GenerativeModel {
     cp.n_seq_max = static_cast<uint32_t>(options.max_sequences);
     cp.n_threads = options.decode_threads;
     cp.n_threads_batch = options.batch_threads;
-    cp.kv_unified = true;  // One pool of cells for all sequences; prefixes are shared.
+    cp.kv_unified = !per_sequence;  // See KvCacheLayout.
     cp.no_perf = true;
     ClearLastError();
     context_.reset(llama_init_from_model(model_.get(), cp));
@@ -149,7 +160,9 @@ class LlamaGenerativeModel final : public GenerativeModel {
     if (!threadpool_) return Status::Internal("could not start the ggml thread pool");
     llama_attach_threadpool(context_.get(), threadpool_.get(), threadpool_.get());
 
-    n_ctx_ = static_cast<int32_t>(llama_n_ctx(context_.get()));  // Padded up by llama.cpp.
+    // Both padded up by llama.cpp (a stream to a multiple of 256 cells).
+    n_ctx_ = static_cast<int32_t>(llama_n_ctx(context_.get()));
+    n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(context_.get()));
     n_seq_max_ = options.max_sequences;
     n_batch_ = options.batch_tokens;
     memory_ = llama_get_memory(context_.get());
@@ -166,6 +179,8 @@ class LlamaGenerativeModel final : public GenerativeModel {
   int32_t vocab_size() const override { return n_vocab_; }
   int32_t trained_context_tokens() const override { return n_ctx_train_; }
   int32_t context_tokens() const override { return n_ctx_; }
+  int32_t sequence_context_tokens() const override { return n_ctx_seq_; }
+  KvCacheLayout kv_cache_layout() const override { return layout_; }
   int32_t max_sequences() const override { return n_seq_max_; }
   int32_t batch_tokens() const override { return n_batch_; }
 
@@ -359,10 +374,23 @@ class LlamaGenerativeModel final : public GenerativeModel {
           std::to_string(source) + ", which caches positions [" + std::to_string(src.first) +
           ", " + std::to_string(Length(src)) + ")");
     }
-    llama_memory_seq_cp(memory_, source, destination, 0, length);
     dst.first = 0;
-    dst.cells.assign(src.cells.begin(), src.cells.begin() + length);
-    for (int32_t cell : dst.cells) ++cell_refs_[static_cast<size_t>(cell)];
+    if (layout_ == KvCacheLayout::kShared) {
+      llama_memory_seq_cp(memory_, source, destination, 0, length);
+      dst.cells.assign(src.cells.begin(), src.cells.begin() + length);
+      for (int32_t cell : dst.cells) ++cell_refs_[static_cast<size_t>(cell)];
+      return Status::Ok();
+    }
+    // Between streams llama.cpp copies a whole stream (the data at the next decode), so the
+    // destination gets all of the source and drops what follows the prefix.
+    llama_memory_seq_cp(memory_, source, destination, -1, -1);
+    if (length < Length(src) && !llama_memory_seq_rm(memory_, destination, length, -1)) {
+      llama_memory_seq_rm(memory_, destination, -1, -1);
+      return Status::Internal("llama.cpp could not trim the copy of sequence " +
+                              std::to_string(source) + " to " + std::to_string(length) +
+                              " tokens");
+    }
+    for (TokenPosition i = 0; i < length; ++i) dst.cells.push_back(Acquire());
     return Status::Ok();
   }
 
@@ -419,11 +447,11 @@ class LlamaGenerativeModel final : public GenerativeModel {
       if (e.token < 0 || e.token >= n_vocab_) return TokenOutOfRange(e.token, i);
       TokenPosition& next = next_position_[static_cast<size_t>(e.sequence)];
       if (next < 0) next = SequenceLength(e.sequence);
-      if (e.position >= n_ctx_) {
+      if (e.position >= n_ctx_seq_) {
         return Status::InvalidArgument(
             where(i) + "position " + std::to_string(e.position) + " of sequence " +
-            std::to_string(e.sequence) + " is past the context of " + std::to_string(n_ctx_) +
-            " tokens (context_tokens)");
+            std::to_string(e.sequence) + " is past its context of " +
+            std::to_string(n_ctx_seq_) + " tokens (sequence_context_tokens)");
       }
       if (e.position != next) {
         return Status::InvalidArgument(
@@ -479,6 +507,8 @@ class LlamaGenerativeModel final : public GenerativeModel {
   int32_t n_vocab_ = 0;
   int32_t n_ctx_train_ = 0;
   int32_t n_ctx_ = 0;
+  int32_t n_ctx_seq_ = 0;
+  KvCacheLayout layout_ = KvCacheLayout::kPerSequence;
   int32_t n_seq_max_ = 0;
   int32_t n_batch_ = 0;
 

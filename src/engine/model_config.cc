@@ -120,6 +120,16 @@ Status ReadGenerativeConfig(const YAML::Node& root, const std::string& file,
                                      std::to_string(key.min));
     }
   }
+  std::string kv_cache = "per_sequence";
+  if (Status s = ReadScalar(root, "kv_cache", file, &kv_cache); !s.ok()) return s;
+  if (kv_cache == "per_sequence") {
+    out->kv_cache_layout = KvCacheLayout::kPerSequence;
+  } else if (kv_cache == "shared") {
+    out->kv_cache_layout = KvCacheLayout::kShared;
+  } else {
+    return Status::InvalidArgument("'" + file + "': kv_cache '" + kv_cache +
+                                   "' is not one of per_sequence, shared");
+  }
   return Status::Ok();
 }
 

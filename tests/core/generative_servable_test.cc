@@ -65,7 +65,7 @@ class GenerativeServableTest : public ::testing::Test {
     fs::create_directories(repo_ / "smol");
     fs::create_symlink(fs::absolute(testing::GgufPath()), repo_ / "smol" / "smol.gguf");
     std::ofstream(repo_ / "smol" / "model.yaml")
-        << "kind: generative\ncontext_tokens: 256\nmax_sequences: 2\nbatch_tokens: 64\n";
+        << "kind: generative\ncontext_tokens: 512\nmax_sequences: 2\nbatch_tokens: 64\n";
     InferenceServiceOptions options;
     options.model_repository = repo_.string();
     options.cache_enabled = false;
@@ -104,7 +104,7 @@ TEST_F(GenerativeServableTest, ListsAndDescribesTheGenerativeModel) {
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->kind, "generative");
   EXPECT_EQ(d->state, ModelState::kUnloaded);
-  EXPECT_EQ(d->context_tokens, 256);  // From model.yaml until loaded.
+  EXPECT_EQ(d->context_tokens, 512);  // From model.yaml until loaded.
   EXPECT_EQ(d->max_sequences, 2);
 
   ASSERT_TRUE(Generate("smol").ok());
@@ -112,7 +112,8 @@ TEST_F(GenerativeServableTest, ListsAndDescribesTheGenerativeModel) {
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->kind, "generative");
   EXPECT_EQ(d->state, ModelState::kReady);
-  EXPECT_EQ(d->context_tokens, 256);
+  EXPECT_EQ(d->context_tokens, 512);
+  EXPECT_EQ(d->max_sequence_length, 256);  // A stream of its own per sequence.
   EXPECT_EQ(d->max_sequences, 2);
   EXPECT_EQ(d->trained_context_tokens, 8192);
   EXPECT_EQ(d->active_variant, "smol");
@@ -123,7 +124,7 @@ TEST_F(GenerativeServableTest, ListsAndDescribesTheGenerativeModel) {
   }
   EXPECT_TRUE(listed);
   const std::string text = metrics_.Serialize();
-  EXPECT_NE(text.find("tailcut_generation_kv_cells_capacity{model=\"smol\"} 256"),
+  EXPECT_NE(text.find("tailcut_generation_kv_cells_capacity{model=\"smol\"} 512"),
             std::string::npos);
 }
 

@@ -20,12 +20,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// One thread (the default): ctest runs two of these processes at once on 2 cores.
+// One thread (the default): ctest runs two of these processes at once on 2 cores. One shared
+// pool, whose cell accounting (shared prefixes, a full pool) most tests here check; the
+// per-sequence layout has tests of its own.
 GenerativeModelOptions SmallOptions() {
   GenerativeModelOptions o;
   o.context_tokens = 1024;
   o.max_sequences = 4;
   o.batch_tokens = 256;
+  o.kv_cache_layout = KvCacheLayout::kShared;
   return o;
 }
 
@@ -88,6 +91,8 @@ TEST_F(GenerativeModelTest, DescribesSmolLM2) {
   EXPECT_EQ(model_->vocab_size(), 49152);
   EXPECT_EQ(model_->trained_context_tokens(), 8192);
   EXPECT_EQ(model_->context_tokens(), 1024);
+  EXPECT_EQ(model_->sequence_context_tokens(), 1024);  // The whole pool.
+  EXPECT_EQ(model_->kv_cache_layout(), KvCacheLayout::kShared);
   EXPECT_EQ(model_->max_sequences(), 4);
   EXPECT_EQ(model_->batch_tokens(), 256);
   EXPECT_NE(model_->description().find("llama"), std::string::npos) << model_->description();
@@ -313,7 +318,56 @@ TEST_F(GenerativeModelTest, RefusesMalformedBatchesNamingTheProblem) {
   expect(batch, Status::Code::kInvalidArgument, "257 tokens exceeds batch_tokens 256");
   batch.Clear();
   batch.Add(1, 1024, 0, true);
-  expect(batch, Status::Code::kInvalidArgument, "past the context of 1024 tokens");
+  expect(batch, Status::Code::kInvalidArgument, "past its context of 1024 tokens");
+}
+
+TEST(GenerativeModelPerSequenceTest, EachSequenceHasAStreamOfItsOwnAndCopiesArePrivate) {
+  GenerativeModelOptions o = SmallOptions();
+  o.kv_cache_layout = KvCacheLayout::kPerSequence;
+  auto model = LoadOrFail(o);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->context_tokens(), 1024);
+  EXPECT_EQ(model->sequence_context_tokens(), 256);  // 1024 / 4.
+  DecodeBatch batch;
+  batch.Add(1, 256, 0, true);
+  auto past = model->Decode(batch);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("past its context of 256 tokens"), std::string::npos)
+      << past.status().message();
+
+  // A prefix copied into another stream is a copy (cells counted twice) whose continuation
+  // gives exactly the logits of computing the whole text in a third stream: no stream's
+  // attention sees another's cells.
+  const auto system = *model->Tokenize(
+      "<|im_start|>system\nYou are a careful assistant who answers in one line.<|im_end|>\n",
+      false, true);
+  const auto question =
+      *model->Tokenize("<|im_start|>user\nHow many legs has a spider?<|im_end|>\n"
+                       "<|im_start|>assistant\n",
+                       false, true);
+  const auto n = static_cast<int32_t>(system.size());
+  batch.Clear();
+  batch.AddTokens(system, 0, 0, false);
+  batch.Add(7, n, 0, false);  // Sequence 0 goes on past the prefix: the copy must drop it.
+  ASSERT_TRUE(model->Decode(batch).ok());
+  ASSERT_TRUE(model->CopyPrefix(0, 1, n).ok());
+  EXPECT_EQ(model->SequenceLength(1), n);
+  EXPECT_EQ(model->CacheUsage().used_cells, n + 1 + n);
+  batch.Clear();
+  batch.AddTokens(question, n, 1, true);
+  auto copied = model->Decode(batch);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  const std::vector<float> copied_row(copied->Row(0).begin(), copied->Row(0).end());
+  std::vector<TokenId> whole = system;
+  whole.insert(whole.end(), question.begin(), question.end());
+  batch.Clear();
+  batch.AddTokens(whole, 0, 2, true);
+  auto recomputed = model->Decode(batch);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status().ToString();
+  const auto row = recomputed->Row(0);
+  EXPECT_TRUE(std::equal(row.begin(), row.end(), copied_row.begin()));
+  ASSERT_TRUE(model->RemoveSequence(0).ok());
+  EXPECT_EQ(model->SequenceLength(1), n + static_cast<int32_t>(question.size()));
 }
 
 TEST(GenerativeModelLimitsTest, ContextOverflowIsResourceExhaustedWithTheNumbers) {
