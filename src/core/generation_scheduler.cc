@@ -433,6 +433,17 @@ void GenerationScheduler::Step() {
     owner.push_back(seq.get());
     --budget;
   }
+  // While streams are generating, prompt tokens only up to the step time bound.
+  const auto generating = static_cast<int32_t>(batch.size());
+  const int64_t max_step_micros = options_.max_step_millis_while_generating * 1000;
+  if (generating > 0 && max_step_micros > 0 && step_cost_.measured() &&
+      step_cost_.micros_per_token() > 0) {
+    const double fit = (static_cast<double>(max_step_micros) - step_cost_.fixed_micros()) /
+                       step_cost_.micros_per_token();
+    const auto prefill = static_cast<int32_t>(
+        std::max<double>(options_.min_prefill_tokens_per_step, fit - generating));
+    budget = std::min(budget, prefill);
+  }
   std::vector<std::pair<Sequence*, int32_t>> chunks;
   for (auto& seq : running_) {
     const std::vector<TokenId>& prompt = seq->request->prompt;
@@ -447,7 +458,10 @@ void GenerationScheduler::Step() {
   }
   if (batch.empty()) return;
 
+  const int64_t step_start = clock_.NowMicros();
   auto logits = model_->Decode(batch);
+  const auto step_tokens = static_cast<int64_t>(batch.size());
+  step_cost_.Observe(step_tokens, step_tokens, clock_.NowMicros() - step_start);
   if (!logits.ok()) {
     // Admission reserved every cell, so this is a bug or an engine failure: end the
     // sequences in the batch rather than retrying forever.

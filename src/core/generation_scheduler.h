@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "core/batch_cost_model.h"
 #include "core/generation.h"
 #include "core/generation_metrics.h"
 #include "engine/generative_model.h"
@@ -55,6 +56,16 @@ struct GenerationSchedulerOptions {
   // Most prompt tokens of one request in one step. Smaller spreads a long prompt over more
   // steps (the running streams stall less, the new request's first token comes later).
   int32_t prefill_chunk_tokens = 256;
+  // Longest a step may take while sequences are generating: the step's prompt tokens are cut
+  // to what the step time fitted on recent steps (BatchCostModel: fixed + per token) says
+  // fits beside the generating ones. This is the inter-token latency every running stream
+  // sees while new prompts are prefilled (each prefill token costs about as much as one
+  // stream's token), so set it under the inter-token SLO; lower makes new requests' first
+  // token later. 0 = no time bound (only the token budgets above).
+  int64_t max_step_millis_while_generating = 0;
+  // Prompt tokens a step takes at least, whatever the time bound, so that prompts progress
+  // when the generating streams alone fill it (their first token would never come).
+  int32_t min_prefill_tokens_per_step = 16;
   // Requests waiting for KV space or a free sequence: beyond it Generate() answers
   // kResourceExhausted at once. Bounds the memory and the wait behind a full model; a client
   // then retries elsewhere rather than queueing unboundedly. At least 1: every request passes
@@ -161,6 +172,7 @@ class GenerationScheduler {
 
   // The step loop's own; no lock.
   std::vector<std::unique_ptr<Sequence>> running_;
+  BatchCostModel step_cost_;  // Step time against the tokens in the step.
 
   std::mutex stop_mu_;
   bool stopped_ = false;

@@ -537,6 +537,33 @@ TEST_F(GenerationSchedulerTest, UnsetMaxTokensWithAStreamPerSequenceReservesTheS
   EXPECT_EQ(first->WaitEnd().status().code(), Status::Code::kCancelled);
 }
 
+TEST_F(GenerationSchedulerTest, StepTimeBoundSpreadsAPromptOverStepsWhileOthersGenerate) {
+  // Real time here: the bound acts on measured step times. 1 ms is below any step of this
+  // model, so while a stream generates each step takes min_prefill_tokens_per_step (16) prompt
+  // tokens, and a 200-token prompt needs 13 steps: the generating stream gets a token from
+  // each. Without the bound the whole prompt would go in one step (prefill_chunk_tokens 256).
+  Load();
+  GenerationSchedulerOptions options;
+  options.max_step_millis_while_generating = 1;
+  options.min_prefill_tokens_per_step = 16;
+  options.reuse_prompt_prefix = false;
+  auto scheduler =
+      std::make_unique<GenerationScheduler>(model_.get(), options, SystemClock::Get());
+  auto generating = std::make_shared<RecordingSink>(/*hold_first_text=*/true);
+  scheduler->Generate(Greedy("Count from 1 to 1000: 1, 2, 3, 4, 5,", 120), generating);
+  ASSERT_TRUE(generating->WaitHolding());
+  std::string long_prompt;
+  for (int i = 0; i < 200; ++i) long_prompt += " word";
+  auto arriving = std::make_shared<RecordingSink>();
+  scheduler->Generate(Greedy(long_prompt, 1), arriving);
+  generating->Release();
+  auto end = arriving->WaitEnd();
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  ASSERT_GE(end->usage.prompt_tokens, 200);
+  EXPECT_GE(generating->piece_tokens(), 200 / 16);
+  scheduler->Stop(/*drain=*/false);
+}
+
 TEST_F(GenerationSchedulerTest, InvalidRequestsAreRefusedWithTheNumbers) {
   Load(/*context_tokens=*/256);
   Start();
