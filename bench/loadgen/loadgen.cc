@@ -17,7 +17,7 @@
 // Usage:
 //   tailcut-loadgen --port 8080 --path /v1/embeddings --workload w.jsonl --rate 200
 //                   --duration 20 [--warmup 2] [--poisson] [--connections 256] [--start 0]
-//                   [--out r.json]
+//                   [--out r.json] [--samples s.jsonl]
 // The workload file holds one request body (JSON) per line; lines are used in order, cycling,
 // from line --start (0-based), so consecutive runs can continue through a file instead of
 // replaying its first lines.
@@ -87,6 +87,7 @@ struct Options {
   int max_connections = 256;
   double timeout_s = 30;
   std::string out;
+  std::string samples_out;
   std::vector<std::string> headers;
   uint64_t seed = 1;
   uint64_t start_line = 0;
@@ -98,6 +99,7 @@ struct Sample {
   double latency_ms = 0;
   int status = 0;          // HTTP status, or negative for a transport error (TransportError).
   double scheduled_s = 0;  // Scheduled send time, seconds after the start of the run.
+  size_t line = 0;         // The workload line sent (0-based).
   // --stream: from the scheduled send to the first token event (< 0: none), the gaps between
   // token events, and how many there were.
   double ttft_ms = -1;
@@ -274,6 +276,20 @@ class LoadGenerator {
       StartPending();
     }
     MaybeFinish();
+  }
+
+  // --samples: one JSON line per recorded request, so a harness can split the report by kind
+  // of request (e.g. short and long prompts) with the workload's line numbers.
+  void WriteSamples(std::ostream& out) const {
+    for (const auto& s : samples_) {
+      nlohmann::json j = {{"line", s.line},
+                          {"status", s.status},
+                          {"scheduled_s", s.scheduled_s},
+                          {"latency_ms", s.latency_ms},
+                          {"ttft_ms", s.ttft_ms},
+                          {"gaps_ms", s.gaps_ms}};
+      out << j.dump() << "\n";
+    }
   }
 
   nlohmann::json Report() const {
@@ -562,6 +578,7 @@ void Connection::OnRead(beast::error_code ec) {
   s.latency_ms = ms;
   s.status = status;
   s.scheduled_s = gen_.SecondsSinceStart(scheduled_);
+  s.line = request_index_;
   gen_.Done(shared_from_this(), s, record_);
 }
 
@@ -611,6 +628,7 @@ void Connection::Fail(int code) {
   s.latency_ms = ms;
   s.status = code;
   s.scheduled_s = gen_.SecondsSinceStart(scheduled_);
+  s.line = request_index_;
   gen_.Done(nullptr, s, record_);
 }
 
@@ -637,6 +655,9 @@ int main(int argc, char** argv) {
                "Responses are Server-Sent Events: report time to first token and inter-token "
                "latency");
   app.add_option("--out", o.out, "Write the JSON report here (default stdout)");
+  app.add_option("--samples", o.samples_out,
+                 "Also write each recorded request (workload line, status, latency, TTFT, "
+                 "token gaps) here, one JSON object a line");
   CLI11_PARSE(app, argc, argv);
 
   LoadGenerator gen(o);
@@ -647,6 +668,10 @@ int main(int argc, char** argv) {
     std::cout << report << "\n";
   } else {
     std::ofstream(o.out) << report << "\n";
+  }
+  if (!o.samples_out.empty()) {
+    std::ofstream samples(o.samples_out);
+    gen.WriteSamples(samples);
   }
   return 0;
 }
