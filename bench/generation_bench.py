@@ -122,7 +122,10 @@ def free_port() -> int:
 
 def chat_body(text: str, max_tokens: int, stream: bool) -> dict:
     return {"model": MODEL_NAME, "messages": [{"role": "user", "content": text}],
-            "max_tokens": max_tokens, "temperature": 0, "stream": stream}
+            "max_tokens": max_tokens, "temperature": 0, "stream": stream,
+            # llama-cpp-python's server defaults to 1.1 (a non-OpenAI extension); the others
+            # apply none and ignore the field or take 1.0 as none: greedy means the same everywhere.
+            "repeat_penalty": 1.0}
 
 
 def write_workload(path: Path, texts: list[str], max_tokens: int) -> None:
