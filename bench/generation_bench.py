@@ -9,8 +9,9 @@ natural length, each question once), `max_tokens` 64, greedy, driven by tailcut-
                     (model.yaml max_sequences) in one continuous batch, --parallel x
                     --slot-tokens KV cells, --threads compute threads, prefill chunks of
                     --prefill-chunk tokens
-  tailcut-serial    the same with one sequence at a time (max_sequences 1): what one engine per
-                    request gives, the "shared engine >= 3x" target's denominator
+  tailcut-serial    the same with one sequence at a time (max_sequences 1, --slot-tokens cells:
+                    tailcut refuses a sequence beyond the model's trained 8,192): what one
+                    engine per request gives, the "shared engine >= 3x" target's denominator
   llama-server      llama.cpp's server from the same source tree (bench/build_llama_server.sh):
                     continuous batching, -np --parallel slots, -c the same total context (so the
                     same context per sequence: it splits -c among its slots), the same threads;
@@ -583,7 +584,7 @@ def main() -> int:
     random.Random(args.seed).shuffle(questions)
     lines = Lines(args)
     n_short = sum(int(r * (args.duration + args.warmup) * 1.5) + 10 for r in rates) * 2 + \
-        len(names) * args.search_steps * (int(args.search_max_rate * (args.duration + args.warmup) * 1.5) + 10)
+        len(names) * (args.search_steps + 2) * (int(args.search_max_rate * (args.duration + args.warmup) * 1.5) + 10)
     n_short = min(n_short, len(questions) // 2)
     workload = tmp / "chat.jsonl"
     write_workload(workload, questions[:n_short], args.max_tokens)
