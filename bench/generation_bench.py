@@ -1,36 +1,92 @@
 #!/usr/bin/env python3
-"""Generation side by side: tailcut against llama.cpp's own server on the same GGUF file.
+"""Generation benchmark (issue 12), one command: tailcut against llama-server and the Python design.
 
 Open-loop Poisson arrivals of streamed chat requests whose prompts are real questions (QQP,
 natural length, each question once), `max_tokens` 64, greedy, driven by tailcut-loadgen
---stream. For each system and offered rate: time to first token (TTFT) P50/P99, inter-token
-latency P50/P99, token events per second, errors by status, server CPU seconds per second
-and peak RSS. Then, per system, the highest rate of the list that held TTFT P99 <= 500 ms and
-inter-token P99 <= 86 ms.
+--stream, against four servers on the same GGUF file and the same compute threads:
 
-Systems (--systems, comma-separated):
-  tailcut         `tailcut serve` with a repository holding only the model, --parallel
-                  sequences (model.yaml max_sequences), --threads compute threads
-  tailcut-serial  the same with one sequence at a time (max_sequences 1): what one engine per
-                  request would give, the source's baseline (its 18 -> 57 req/s)
-  llama-server    llama.cpp's server from the same source tree (continuous batching on,
-                  --parallel slots, the same threads and KV size); --llama-server names the
-                  binary (bench/build_llama_server.sh builds it)
+  tailcut           `tailcut serve`, a repository holding only the model: --parallel sequences
+                    (model.yaml max_sequences) in one continuous batch, --parallel x
+                    --slot-tokens KV cells, --threads compute threads, prefill chunks of
+                    --prefill-chunk tokens
+  tailcut-serial    the same with one sequence at a time (max_sequences 1, --slot-tokens cells:
+                    tailcut refuses a sequence beyond the model's trained 8,192): what one
+                    engine per request gives, the "shared engine >= 3x" target's denominator
+  llama-server      llama.cpp's server from the same source tree (bench/build_llama_server.sh):
+                    continuous batching, -np --parallel slots, -c the same total context (so the
+                    same context per sequence: it splits -c among its slots), the same threads;
+                    its slot prompt reuse (--cache-reuse) and host-memory prompt cache
+                    (--cache-ram) off, as tailcut has neither
+  llama-cpp-python  the source's Python design: llama-cpp-python 0.3.36's own server
+                    (`python -m llama_cpp.server`, FastAPI/uvicorn/sse-starlette over one shared
+                    `Llama`, requests served one at a time behind its lock) on the same sdist's
+                    llama.cpp built as shared libraries (bench/build_llama_cpp_python.sh);
+                    n_ctx = --slot-tokens (its one sequence), --interrupt_requests False (by
+                    default each new request would cut the stream in progress short),
+                    --logits_all False and --flash_attn True (what the other two run: llama.cpp's
+                    default flash-attention "auto" is on for the CPU backend, and neither
+                    computes the logits of every prompt token)
 
-Both servers get the same KV capacity (--parallel x --slot-tokens cells), threads and model
-file. Each rate runs --duration seconds after --warmup seconds; the systems alternate rate by
-rate so that a machine that slows down during the run affects both alike.
+Every point starts a fresh server (no KV, cache or queue state carries over) and runs
+--warmup + --duration seconds of arrivals; all systems at one rate see the same prompts (the
+same workload lines), and the systems alternate rate by rate, so a machine that slows down
+during the run affects all alike. Per point: TTFT P50/P99, inter-token P50/P99 (the gaps
+between token events of one stream), token events/s, requests/s, errors by kind (HTTP status
+or transport error, and requests still unanswered at the end), the server process's CPU
+seconds per answered request and per second (from /proc/PID/stat over the measured window,
+all its threads) and its peak RSS (VmHWM), and whether it met the SLO: TTFT P99 <= 500 ms and
+inter-token P99 <= 86 ms with no error. A request still streaming at --timeout counts as a
+transport timeout and its tokens are not counted (the load generator keeps only finished
+streams), so an overloaded point's tokens/s is a slight underestimate. A request whose reused
+keep-alive connection the server had closed is resent once on a new one (llama-server closes
+after every streamed response): `stale_connection_retries`, not an error.
 
-Usage: .venv-bench/bin/python bench/generation_bench.py [--rates 1,2,4,8] [--duration 30]
-         [--systems tailcut,tailcut-serial,llama-server] [--llama-server PATH] [--qqp PATH]
-Results: bench/results/generation-<date>.json and a table on stdout.
+Phases:
+  sweep   every system at each of --rates
+  search  per system, the highest rate meeting the SLO: the sweep's last passing and first
+          failing rates bracket it (if every rate passed: doubling, at most --search-max-rate;
+          if none did: from 0), then --search-steps bisections, each a fresh point
+  mix     10 % of the prompts long (>= --long-tokens, default 1,000 tokens: QQP questions
+          concatenated into one request, each long prompt distinct, each counted by tailcut
+          before the run: the run fails if one is short), at each of --mix-rates, for
+          --mix-systems: tailcut-chunkN (prefill_chunk_tokens N), tailcut-nochunk (the whole
+          prompt in one step: prefill_chunk_tokens = batch_tokens = --slot-tokens) and
+          llama-server; the short streams' TTFT and inter-token percentiles reported apart
+          from the long ones'. --slot-tokens (1,280) holds a long prompt, its template and
+          64 tokens in every system.
+
+A system that cannot start, does not answer a first chat request, or dies during a point
+stops the run with its log (no silent skip).
+
+The full benchmark (the issue's comparison; on a quiet machine, nothing else running): about
+24 minutes, at most ~28. Each point is 35-55 s (server start and first request, 3 s warm-up,
+30 s measured, then up to --timeout 20 s for the last answers when the server is behind);
+16 sweep points, 8 search points (12 where a system meets the SLO at 2 req/s and the search
+doubles once, to --search-max-rate 4), 6 mix points, and ~30 s counting the long prompts:
+
+  bench/build_llama_server.sh && bench/build_llama_cpp_python.sh    # once (~25 + ~10 min)
+  .venv-bench/bin/python bench/generation_bench.py
+
+which is --systems tailcut,tailcut-serial,llama-server,llama-cpp-python --rates 0.25,0.5,1,2
+--duration 30 --warmup 3 --timeout 20 --search-steps 2 --search-max-rate 4 --mix-rates 0.5,1
+--mix-systems tailcut-chunk64,tailcut-nochunk,llama-server --parallel 8 --slot-tokens 1280
+--threads 1 --prefill-chunk 256. A quick check of the harness end to end (3-4 minutes; numbers meaningless):
+
+  .venv-bench/bin/python bench/generation_bench.py --rates 0.5 --duration 6 --warmup 1 \\
+      --timeout 12 --search-steps 1 --search-max-rate 1 --mix-rates 0.5
+
+Results: bench/results/generation-<date>.json (every point's summary and the load generator's
+report) and a Markdown table on stdout. Binaries: --tailcut, --loadgen (default $TAILCUT_BUILD_DIR
+or <repo>/build), --llama-server, --llama-cpp-python (the folder build_llama_cpp_python.sh made).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -51,6 +107,12 @@ DEFAULT_GGUF = REPO / "models" / "smollm2-135m-instruct" / "SmolLM2-135M-Instruc
 MODEL_NAME = "smollm2-135m-instruct"
 TTFT_SLO_MS = 500.0
 ITL_SLO_MS = 86.0
+SYSTEMS = ("tailcut", "tailcut-serial", "llama-server", "llama-cpp-python")
+TEMPLATE_MARGIN = 48  # Chat-template tokens around a prompt (llama-server adds a system prompt).
+
+
+class BenchError(RuntimeError):
+    pass
 
 
 def free_port() -> int:
@@ -59,55 +121,98 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def questions(path: Path, n: int, seed: int) -> list[str]:
-    """n distinct QQP questions (make_workloads' reader: whitespace folded, first occurrence),
-    shuffled with `seed`."""
-    out = make_workloads.qqp_questions(path)
-    random.Random(seed).shuffle(out)
-    return out[:n]
+def chat_body(text: str, max_tokens: int, stream: bool) -> dict:
+    return {"model": MODEL_NAME, "messages": [{"role": "user", "content": text}],
+            "max_tokens": max_tokens, "temperature": 0, "stream": stream,
+            # llama-cpp-python's server defaults to 1.1 (a non-OpenAI extension); the others
+            # apply none and ignore the field or take 1.0 as none: greedy means the same everywhere.
+            "repeat_penalty": 1.0}
 
 
 def write_workload(path: Path, texts: list[str], max_tokens: int) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for q in texts:
-            f.write(json.dumps({"model": MODEL_NAME, "messages": [{"role": "user", "content": q}],
-                                "max_tokens": max_tokens, "temperature": 0, "stream": True}) + "\n")
+            f.write(json.dumps(chat_body(q, max_tokens, True)) + "\n")
+
+
+def post_chat(port: int, text: str, max_tokens: int, timeout: float = 300) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                 data=json.dumps(chat_body(text, max_tokens, False)).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise BenchError(f"POST /v1/chat/completions: {e.code} {e.read()[:500]!r}") from e
 
 
 class Proc:
-    """A server process on a free loopback port, ready when `ready_path` answers 200."""
+    """A server process on a free loopback port: ready when `ready_path` answers 200 and a
+    first chat request gets an answer with text."""
 
-    def __init__(self, name: str, argv_for_port, ready_path: str, log: Path):
+    def __init__(self, name: str, argv_for_port, ready_path: str, log: Path, env: dict | None = None,
+                 fatal: str | None = None):
         self.name, self.port, self.log = name, free_port(), log
         self.argv = argv_for_port(self.port)
-        self.ready_path = ready_path
+        self.ready_path, self.env = ready_path, env
+        self.fatal = fatal  # A log line saying it will never be ready though it keeps running.
         self.proc: subprocess.Popen | None = None
+
+    def fail(self, why: str) -> BenchError:
+        return BenchError(f"{self.name}: {why}\n  command: {' '.join(self.argv)}\n  log {self.log}:\n"
+                          + self.log.read_text(errors="replace")[-3000:])
 
     def __enter__(self):
         self.log_file = open(self.log, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                         start_new_session=True, env=self.env)
+        except OSError as e:
+            raise self.fail(f"cannot start: {e}") from e
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
         t0 = time.monotonic()
-        while time.monotonic() - t0 < 120:
+        while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.log.read_text()[-2000:]}")
+                raise self.fail(f"exited with status {self.proc.returncode} while starting")
+            if self.fatal and self.fatal in self.log.read_text(errors="replace"):
+                raise self.fail(f"'{self.fatal}' in its log")
+            if time.monotonic() - t0 > 120:
+                raise self.fail("not ready after 120 s")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{self.ready_path}", timeout=2) as r:
                     if r.status == 200:
-                        return self
+                        break
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"{self.name} not ready: {self.log.read_text()[-2000:]}")
+        try:
+            answer = post_chat(self.port, "Say hello.", 4)
+            text = answer["choices"][0]["message"]["content"]
+        except Exception as e:  # noqa: BLE001  (any failure of the first request stops the run)
+            raise self.fail(f"the first chat request failed: {e!r}") from e
+        if not text:
+            raise self.fail(f"the first chat request got no text: {answer}")
 
     def __exit__(self, *exc):
         if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
+            os.killpg(self.proc.pid, 15)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
         self.log_file.close()
+
+    def alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise self.fail(f"died during the run (status {self.proc.returncode})")
 
     def cpu_s(self) -> float:
         with open(f"/proc/{self.proc.pid}/stat") as f:
@@ -122,127 +227,406 @@ class Proc:
         return 0.0
 
 
-def tailcut(tmp: Path, gguf: Path, parallel: int, slot_tokens: int, threads: int, name: str):
-    repo = tmp / f"repo-{name}"
-    folder = repo / MODEL_NAME
-    folder.mkdir(parents=True, exist_ok=True)
-    link = folder / gguf.name
-    if not link.exists():
-        link.symlink_to(gguf.resolve())
-    (folder / "model.yaml").write_text(
-        f"name: {MODEL_NAME}\nkind: generative\nfile: {gguf.name}\n"
-        f"context_tokens: {parallel * slot_tokens}\nmax_sequences: {parallel}\n"
-        f"decode_threads: {threads}\nbatch_threads: {threads}\n"
-        # Requests queue here rather than being refused: the load generator measures the wait.
-        "max_waiting_requests: 100000\nmax_queue_delay_millis: 0\n")
-    return Proc(name, lambda port: [str(BUILD / "tailcut"), "serve", "--host", "127.0.0.1",
-                                    "--port", str(port), "--model-repository", str(repo)],
-                "/v2/health/ready", tmp / f"{name}.log")
+class Systems:
+    """Makes each system's server (a Proc) from the command line's options."""
+
+    def __init__(self, args, tmp: Path):
+        self.a, self.tmp = args, tmp
+        self.context = args.parallel * args.slot_tokens
+
+    def check(self, names: list[str]) -> None:
+        """Fails before anything runs when a system's program is missing."""
+        need = {"loadgen": self.a.loadgen}
+        for n in names:
+            if n in ("tailcut", "tailcut-serial", "tailcut-nochunk") or \
+                    (n.startswith("tailcut-chunk") and n.removeprefix("tailcut-chunk").isdigit()):
+                need["tailcut"] = self.a.tailcut
+            elif n == "llama-server":
+                need["llama-server (bench/build_llama_server.sh)"] = self.a.llama_server
+            elif n == "llama-cpp-python":
+                need["llama-cpp-python (bench/build_llama_cpp_python.sh)"] = \
+                    self.a.llama_cpp_python / "llama_cpp" / "lib" / "libllama.so"
+            else:
+                raise BenchError(f"unknown system {n}")
+        missing = [f"{k}: {p}" for k, p in need.items() if not Path(p).exists()]
+        if not self.a.gguf.exists():
+            missing.append(f"model: {self.a.gguf}")
+        if missing:
+            raise BenchError("missing:\n  " + "\n  ".join(missing))
+
+    def make(self, name: str, tag: str) -> Proc:
+        """`name`'s server; its log is <tmp>/<tag>.log."""
+        a = self.a
+        if name == "tailcut":
+            return self.tailcut(name, tag, a.parallel, a.prefill_chunk)
+        if name == "tailcut-serial":  # One sequence's context (it may not exceed the trained one).
+            return self.tailcut(name, tag, 1, a.prefill_chunk, context=a.slot_tokens)
+        if name == "tailcut-nochunk":
+            return self.tailcut(name, tag, a.parallel, a.slot_tokens, batch_tokens=a.slot_tokens)
+        if name.startswith("tailcut-chunk"):
+            return self.tailcut(name, tag, a.parallel, int(name.removeprefix("tailcut-chunk")))
+        if name == "llama-server":
+            return Proc(name, lambda port: [
+                str(a.llama_server), "-m", str(a.gguf), "--host", "127.0.0.1", "--port", str(port),
+                "-t", str(a.threads), "-tb", str(a.threads), "-np", str(a.parallel),
+                "-c", str(self.context), "--cont-batching", "--no-webui",
+                "--cache-reuse", "0", "--cache-ram", "0", "--alias", MODEL_NAME],
+                "/health", self.tmp / f"{tag}.log")
+        if name == "llama-cpp-python":
+            lib = a.llama_cpp_python / "llama_cpp" / "lib"
+            env = dict(os.environ, PYTHONPATH=str(a.llama_cpp_python), LLAMA_CPP_LIB_PATH=str(lib))
+            return Proc(name, lambda port: [
+                sys.executable, "-m", "llama_cpp.server", "--model", str(a.gguf),
+                "--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
+                "--n_threads", str(a.threads), "--n_threads_batch", str(a.threads),
+                "--n_ctx", str(a.slot_tokens), "--interrupt_requests", "False",
+                "--logits_all", "False", "--flash_attn", "True", "--verbose", "False"],
+                "/v1/models", self.tmp / f"{tag}.log", env)
+        raise BenchError(f"unknown system {name}")
+
+    def tailcut(self, name: str, tag: str, sequences: int, chunk: int, batch_tokens: int = 512,
+                context: int | None = None) -> Proc:
+        a = self.a
+        folder = self.tmp / f"repo-{name}" / MODEL_NAME
+        folder.mkdir(parents=True, exist_ok=True)
+        link = folder / a.gguf.name
+        if not link.exists():
+            link.symlink_to(a.gguf.resolve())
+        (folder / "model.yaml").write_text(
+            f"name: {MODEL_NAME}\nkind: generative\nfile: {a.gguf.name}\n"
+            f"context_tokens: {context or self.context}\nmax_sequences: {sequences}\n"
+            f"batch_tokens: {batch_tokens}\nprefill_chunk_tokens: {chunk}\n"
+            f"decode_threads: {a.threads}\nbatch_threads: {a.threads}\n"
+            # Requests queue here rather than being refused: the load generator measures the wait.
+            "max_waiting_requests: 100000\nmax_queue_delay_millis: 0\n")
+        return Proc(name, lambda port: [str(a.tailcut), "serve", "--host", "127.0.0.1",
+                                        "--port", str(port), "--model-repository", str(folder.parent)],
+                    "/v2/health/ready", self.tmp / f"{tag}.log", fatal="failed to load")
 
 
-def llama_server(tmp: Path, binary: Path, gguf: Path, parallel: int, slot_tokens: int, threads: int):
-    return Proc("llama-server", lambda port: [
-        str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-        "-t", str(threads), "-tb", str(threads), "-np", str(parallel),
-        "-c", str(parallel * slot_tokens), "--cont-batching", "--no-webui",
-        # Its prompt cache reuses a slot's previous prompt; tailcut's does not (yet): off.
-        "--cache-reuse", "0", "--alias", MODEL_NAME], "/health", tmp / "llama-server.log")
+def pct(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile, as tailcut-loadgen computes it."""
+    if not values:
+        return None
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))]
 
 
-def run_rate(port: int, workload: Path, rate: float, duration: float, warmup: float, start: int,
-             out: Path) -> dict:
-    argv = [str(BUILD / "tailcut-loadgen"), "--port", str(port), "--path", "/v1/chat/completions",
-            "--workload", str(workload), "--rate", str(rate), "--duration", str(duration),
-            "--warmup", str(warmup), "--poisson", "--stream", "--connections", "512",
-            "--timeout", "120", "--start", str(start), "--out", str(out)]
-    subprocess.run(argv, check=True)
-    return json.loads(out.read_text())
+def stream_stats(samples: list[dict]) -> dict:
+    ok = [s for s in samples if s["status"] == 200]
+    ttft = [s["ttft_ms"] for s in ok if s["ttft_ms"] >= 0]
+    gaps = [g for s in ok for g in s["gaps_ms"]]
+    return {"n": len(samples), "ok": len(ok), "ttft_p50_ms": pct(ttft, 0.5), "ttft_p99_ms": pct(ttft, 0.99),
+            "itl_p50_ms": pct(gaps, 0.5), "itl_p99_ms": pct(gaps, 0.99)}
 
 
-def summary(rep: dict, cpu_s: float, rss_mb: float, seconds: float) -> dict:
+def run_point(systems: Systems, name: str, workload: Path, rate: float, start: int, tag: str,
+              long_lines: set[int] | None = None) -> dict:
+    """One fresh server of `name`, one load-generator run; the point's summary."""
+    a = systems.a
+    out, samples_path = systems.tmp / f"{tag}.json", systems.tmp / f"{tag}.samples.jsonl"
+    with systems.make(name, tag) as server:
+        argv = [str(a.loadgen), "--port", str(server.port), "--path", "/v1/chat/completions",
+                "--workload", str(workload), "--rate", str(rate), "--duration", str(a.duration),
+                "--warmup", str(a.warmup), "--poisson", "--stream", "--connections", "512",
+                "--timeout", str(a.timeout), "--start", str(start), "--seed", str(a.seed),
+                "--out", str(out), "--samples", str(samples_path)]
+        gen = subprocess.Popen(argv)
+        try:
+            # CPU over the measured window: from the end of the warm-up to the end of the run.
+            try:
+                gen.wait(a.warmup)
+            except subprocess.TimeoutExpired:
+                pass
+            cpu0, t0 = server.cpu_s(), time.monotonic()
+            if gen.wait() != 0:
+                raise BenchError(f"tailcut-loadgen failed against {name}: {' '.join(argv)}")
+            cpu, seconds = server.cpu_s() - cpu0, time.monotonic() - t0
+        finally:
+            if gen.poll() is None:
+                gen.kill()
+                gen.wait()
+        server.alive()
+        rss = server.peak_rss_mb()
+    rep = json.loads(out.read_text())
+    samples = [json.loads(line) for line in samples_path.read_text().splitlines() if line]
     st = rep.get("streaming") or {}
     ttft, itl = st.get("ttft_ms") or {}, st.get("inter_token_ms") or {}
-    errors = {k: v for k, v in rep["status_counts"].items() if k != "200"}
+    errors = {k: v for k, v in rep["status_counts"].items() if k not in ("200", "transport_error")}
+    errors.update({f"transport:{k}": v for k, v in rep.get("transport_error_kinds", {}).items()})
+    if rep["unfinished"]:
+        errors["unfinished"] = rep["unfinished"]
+    if st.get("answers_without_tokens"):
+        errors["answers_without_tokens"] = st["answers_without_tokens"]
     row = {
-        "offered_rate": rep["offered_rate"], "ok": rep["ok"], "errors": errors,
-        "unfinished": rep["unfinished"],
+        "system": name, "offered_rate": rate, "sent": rep["sent"], "ok": rep["ok"], "errors": errors,
         "ttft_p50_ms": ttft.get("p50"), "ttft_p99_ms": ttft.get("p99"),
         "itl_p50_ms": itl.get("p50"), "itl_p99_ms": itl.get("p99"),
-        "tokens_per_s": st.get("token_events_per_s"),
-        "requests_per_s": rep["achieved_rate"],
-        "cpu_per_s": cpu_s / seconds if seconds > 0 else None, "peak_rss_mb": rss_mb,
+        "tokens_per_s": st.get("token_events_per_s"), "requests_per_s": rep["achieved_rate"],
+        "cpu_s_per_request": cpu / rep["ok"] if rep["ok"] else None,
+        "cpu_per_s": cpu / seconds if seconds > 0 else None, "peak_rss_mb": rss,
+        "stale_connection_retries": rep.get("stale_connection_retries", 0),
+        "send_lag_p99_ms": (rep.get("send_lag_ms") or {}).get("p99"),
     }
     row["meets_slo"] = bool(
-        not errors and rep["unfinished"] == 0 and row["ttft_p99_ms"] is not None
-        and row["ttft_p99_ms"] <= TTFT_SLO_MS and (row["itl_p99_ms"] or 0) <= ITL_SLO_MS)
+        not errors and row["ttft_p99_ms"] is not None and row["ttft_p99_ms"] <= TTFT_SLO_MS
+        and (row["itl_p99_ms"] or 0) <= ITL_SLO_MS)
+    if long_lines is not None:
+        row["short"] = stream_stats([s for s in samples if s["line"] not in long_lines])
+        row["long"] = stream_stats([s for s in samples if s["line"] in long_lines])
+    row["loadgen_report"] = rep
+    print(f"  {name:17} {rate:6.3f} req/s: TTFT P50/P99 {row['ttft_p50_ms'] or 0:7.0f} / "
+          f"{row['ttft_p99_ms'] or 0:7.0f} ms, ITL P50/P99 {row['itl_p50_ms'] or 0:5.1f} / "
+          f"{row['itl_p99_ms'] or 0:6.1f} ms, {row['tokens_per_s'] or 0:6.1f} tok/s, ok {row['ok']}, "
+          f"errors {errors or 0}, CPU {row['cpu_s_per_request'] or 0:.2f} s/req, RSS {rss:.0f} MB"
+          + (f", short ITL P99 {row['short']['itl_p99_ms'] or 0:.1f} ms" if long_lines is not None else "")
+          + f", SLO {'met' if row['meets_slo'] else 'missed'}", flush=True)
     return row
 
 
+class Lines:
+    """Hands out workload start lines so that no prompt is sent twice and every system at one
+    rate gets the same ones."""
+
+    def __init__(self, args):
+        self.a, self.next = args, 0
+
+    def take(self, rate: float) -> int:
+        start = self.next
+        self.next += int(rate * (self.a.duration + self.a.warmup) * 1.5) + 10
+        return start
+
+
+def search(systems: Systems, name: str, sweep_rows: list[dict], workload: Path, lines: Lines,
+           args) -> tuple[float | None, list[dict]]:
+    """The highest rate meeting the SLO, bracketed by the sweep, then bisected."""
+    rows = sorted(sweep_rows, key=lambda r: r["offered_rate"])
+    passing = [r["offered_rate"] for r in rows if r["meets_slo"]]
+    lo = max(passing, default=0.0)
+    hi = min((r["offered_rate"] for r in rows if not r["meets_slo"] and r["offered_rate"] > lo), default=None)
+    extra = []
+    while hi is None and args.search_steps > 0:
+        rate = min(2 * lo, args.search_max_rate)
+        if rate <= lo:
+            break
+        row = run_point(systems, name, workload, rate, lines.take(rate), f"search-{name}-{rate:g}")
+        extra.append(row)
+        lo, hi = (rate, None) if row["meets_slo"] else (lo, rate)
+    for _ in range(args.search_steps if hi is not None else 0):
+        rate = round((lo + hi) / 2, 4)
+        row = run_point(systems, name, workload, rate, lines.take(rate), f"search-{name}-{rate:g}")
+        extra.append(row)
+        lo, hi = (rate, hi) if row["meets_slo"] else (lo, rate)
+    return (lo if lo > 0 else None), extra
+
+
+def long_prompts(args, questions: list[str], n: int, systems: Systems) -> tuple[list[str], list[int]]:
+    """n distinct long prompts of real text (QQP questions, numbered, under an instruction),
+    each at least --long-tokens tokens as tailcut counts them (its usage.prompt_tokens, the
+    chat template included), sized from one measured chars-per-token ratio. Fails if one is
+    short or would not fit a sequence's context."""
+    head = "Here are questions people asked on a forum:\n"
+    tail = "\nWhich two of these questions ask the same thing? Answer briefly."
+    pool = iter(questions)
+
+    def build(chars: int) -> str:
+        parts, size = [], len(head) + len(tail)
+        while size < chars:
+            q = next(pool)
+            parts.append(f"{len(parts) + 1}. {q}")
+            size += len(parts[-1]) + 1
+        return head + "\n".join(parts) + tail
+
+    ceiling = args.slot_tokens - args.max_tokens - TEMPLATE_MARGIN
+    with systems.make("tailcut", "long-prompt-count") as probe:  # A throwaway server: nothing it caches is reused.
+        def tokens(text: str) -> int:
+            return post_chat(probe.port, text, 1)["usage"]["prompt_tokens"]
+
+        trial = build(3 * args.long_tokens)  # ~700 tokens: fits a sequence.
+        chars_per_token = len(trial) / tokens(trial)
+        target = (args.long_tokens + ceiling) / 2  # Halfway between the floor and the ceiling.
+        texts = [build(int(target * chars_per_token)) for _ in range(n)]
+        counts = [tokens(t) for t in texts]
+    bad = [c for c in counts if not args.long_tokens <= c <= ceiling]
+    if bad:
+        raise BenchError(f"long prompts of {bad} tokens: outside [{args.long_tokens}, {ceiling}] "
+                         f"(--long-tokens, --slot-tokens - --max-tokens - {TEMPLATE_MARGIN})")
+    return texts, counts
+
+
+def mix_workload(args, short: list[str], systems: Systems, path: Path, n_lines: int) -> tuple[set[int], list[int]]:
+    """A workload whose lines are short questions but one in every ten, at a random place in
+    each block of ten, a long prompt. Returns the long lines and their token counts."""
+    rng = random.Random(args.seed + 1)
+    long_at = {b + rng.randrange(10) for b in range(0, n_lines, 10)}
+    long_at = {i for i in long_at if i < n_lines}
+    texts, counts = long_prompts(args, short[n_lines:], len(long_at), systems)
+    it = iter(texts)
+    write_workload(path, [next(it) if i in long_at else short[i] for i in range(n_lines)], args.max_tokens)
+    return long_at, counts
+
+
+def fmt_ms(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v / 1000:.1f} s" if v >= 10_000 else f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def fmt_errors(e: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in e.items()) or "0"
+
+
+def markdown(results: dict, args) -> str:
+    out = ["| system | offered req/s | TTFT P50 / P99 ms | ITL P50 / P99 ms | tok/s | req/s | errors "
+           "| CPU s/req | CPU/s | peak RSS MB | SLO |",
+           "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+    for row in sorted(results["sweep"] + results["search"], key=lambda r: (SYSTEMS.index(r["system"]), r["offered_rate"])):
+        out.append(
+            f"| {row['system']} | {row['offered_rate']:g} | {fmt_ms(row['ttft_p50_ms'])} / {fmt_ms(row['ttft_p99_ms'])} "
+            f"| {fmt_ms(row['itl_p50_ms'])} / {fmt_ms(row['itl_p99_ms'])} | {row['tokens_per_s'] or 0:.1f} "
+            f"| {row['requests_per_s']:.2f} | {fmt_errors(row['errors'])} | {row['cpu_s_per_request'] or 0:.2f} "
+            f"| {row['cpu_per_s'] or 0:.2f} | {row['peak_rss_mb']:.0f} | {'met' if row['meets_slo'] else 'missed'} |")
+    best = results["max_rate_at_slo"]
+    out += ["", f"Highest rate meeting TTFT P99 <= {TTFT_SLO_MS:.0f} ms and ITL P99 <= {ITL_SLO_MS:.0f} ms "
+            f"(no error), {args.duration:g} s per point:", "",
+            "| system | max req/s at SLO |", "|---|---:|"]
+    out += [f"| {s} | {'none tried met it' if r is None else f'{r:g}'} |" for s, r in best.items()]
+    ratios = results["targets"]
+    if ratios:
+        out += [""] + [f"- {k}: {v}" for k, v in ratios.items()]
+    if results["mix"]:
+        out += ["", f"Mixed prompts: 10 % long ({min(results['long_prompt_tokens'])}–"
+                f"{max(results['long_prompt_tokens'])} tokens), the rest QQP questions:", "",
+                "| system | offered req/s | short TTFT P50 / P99 ms | short ITL P50 / P99 ms "
+                "| long TTFT P50 / P99 ms | all ITL P99 ms | tok/s | errors |",
+                "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for row in results["mix"]:
+            s, lg = row["short"], row["long"]
+            out.append(
+                f"| {row['system']} | {row['offered_rate']:g} | {fmt_ms(s['ttft_p50_ms'])} / {fmt_ms(s['ttft_p99_ms'])} "
+                f"| {fmt_ms(s['itl_p50_ms'])} / {fmt_ms(s['itl_p99_ms'])} | {fmt_ms(lg['ttft_p50_ms'])} / "
+                f"{fmt_ms(lg['ttft_p99_ms'])} | {fmt_ms(row['itl_p99_ms'])} | {row['tokens_per_s'] or 0:.1f} "
+                f"| {fmt_errors(row['errors'])} |")
+    return "\n".join(out)
+
+
+def targets(results: dict) -> dict:
+    """The issue's three targets, where this run has the numbers for them."""
+    best, rows, out = results["max_rate_at_slo"], results["sweep"], {}
+    if best.get("tailcut") and best.get("llama-server"):
+        r = best["tailcut"] / best["llama-server"]
+        out["max rate at SLO, tailcut / llama-server (target >= 1.2)"] = f"{r:.2f}"
+
+    def at(system: str) -> dict[float, dict]:
+        return {r["offered_rate"]: r for r in rows if r["system"] == system}
+
+    tc, ls, serial = at("tailcut"), at("llama-server"), at("tailcut-serial")
+    for rate in sorted(set(tc) & set(ls)):
+        a, b = tc[rate]["ttft_p99_ms"], ls[rate]["ttft_p99_ms"]
+        if a is not None and b is not None:
+            out[f"TTFT P99 at {rate:g} req/s, tailcut vs llama-server (target <=)"] = f"{a:,.0f} vs {b:,.0f} ms"
+    both = [r for r in sorted(set(tc) & set(serial)) if serial[r]["tokens_per_s"]]
+    if both:
+        top = max(both)
+        out[f"tokens/s at {top:g} req/s, tailcut / tailcut-serial (target >= 3)"] = \
+            f"{tc[top]['tokens_per_s'] / serial[top]['tokens_per_s']:.2f}"
+    return out
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--systems", default="tailcut,tailcut-serial,llama-server")
-    ap.add_argument("--rates", default="0.5,1,2,3,4")
-    ap.add_argument("--duration", type=float, default=30)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--rates", default="0.25,0.5,1,2", help="sweep rates, req/s")
+    ap.add_argument("--duration", type=float, default=30, help="measured seconds per point")
     ap.add_argument("--warmup", type=float, default=3)
-    ap.add_argument("--parallel", type=int, default=8)
-    ap.add_argument("--slot-tokens", type=int, default=256, help="KV cells per sequence")
+    ap.add_argument("--timeout", type=float, default=20,
+                    help="seconds a request may take; later it counts as unfinished (and an "
+                         "overloaded point ends at warm-up + duration + timeout)")
+    ap.add_argument("--search-steps", type=int, default=2, help="bisections per system (0: no search)")
+    ap.add_argument("--search-max-rate", type=float, default=4)
+    ap.add_argument("--mix-rates", default="0.5,1", help="rates of the long-prompt mix ('' skips it)")
+    ap.add_argument("--mix-systems", default="tailcut-chunk64,tailcut-nochunk,llama-server")
+    ap.add_argument("--long-tokens", type=int, default=1000)
+    ap.add_argument("--parallel", type=int, default=8, help="sequences at once (tailcut, llama-server)")
+    ap.add_argument("--slot-tokens", type=int, default=1280, help="KV cells per sequence")
+    ap.add_argument("--prefill-chunk", type=int, default=256, help="tailcut's prefill_chunk_tokens")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--gguf", type=Path, default=DEFAULT_GGUF)
+    ap.add_argument("--tailcut", type=Path, default=BUILD / "tailcut")
+    ap.add_argument("--loadgen", type=Path, default=BUILD / "tailcut-loadgen")
     ap.add_argument("--llama-server", type=Path,
                     default=Path(os.environ.get("LLAMA_SERVER", REPO / "build-llama-server" / "bin" / "llama-server")))
+    ap.add_argument("--llama-cpp-python", type=Path, default=REPO / "build-llama-cpp-python",
+                    help="bench/build_llama_cpp_python.sh's folder")
     ap.add_argument("--qqp", type=Path, default=DEFAULT_QQP)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    # A SIGTERM unwinds like Ctrl-C: the servers and the load generator are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    rates = [float(r) for r in args.rates.split(",")]
+    names = [s.strip() for s in args.systems.split(",") if s.strip()]
+    rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    mix_rates = [float(r) for r in args.mix_rates.split(",") if r.strip()]
+    mix_names = [s.strip() for s in args.mix_systems.split(",") if s.strip()] if mix_rates else []
     tmp = Path(tempfile.mkdtemp(prefix="tailcut-gen-bench-"))
+    systems = Systems(args, tmp)
+    try:
+        unknown = [n for n in names if n not in SYSTEMS]
+        if unknown:
+            raise BenchError(f"unknown --systems {unknown}: choose from {', '.join(SYSTEMS)}")
+        systems.check(names + mix_names)
+    except BenchError as e:
+        sys.exit(f"generation_bench: {e}")
+    questions = make_workloads.qqp_questions(args.qqp)
+    random.Random(args.seed).shuffle(questions)
+    lines = Lines(args)
+    n_short = sum(int(r * (args.duration + args.warmup) * 1.5) + 10 for r in rates) * 2 + \
+        len(names) * (args.search_steps + 2) * (int(args.search_max_rate * (args.duration + args.warmup) * 1.5) + 10)
+    n_short = min(n_short, len(questions) // 2)
     workload = tmp / "chat.jsonl"
-    write_workload(workload, questions(args.qqp, 5000, args.seed), args.max_tokens)
-
-    def make(system: str):
-        if system == "tailcut":
-            return tailcut(tmp, args.gguf, args.parallel, args.slot_tokens, args.threads, system)
-        if system == "tailcut-serial":
-            return tailcut(tmp, args.gguf, 1, args.parallel * args.slot_tokens, args.threads, system)
-        if system == "llama-server":
-            return llama_server(tmp, args.llama_server, args.gguf, args.parallel, args.slot_tokens,
-                                args.threads)
-        sys.exit(f"generation_bench: unknown system {system}")
+    write_workload(workload, questions[:n_short], args.max_tokens)
+    print(f"generation_bench: {tmp} (logs, workloads, load-generator reports)", flush=True)
 
     load = os.getloadavg()[0]
-    results: dict[str, list[dict]] = {s: [] for s in systems}
-    start_line = 0
-    for rate in rates:
-        for system in systems:
-            # A fresh server per cell: no KV or queue state carries over from the rate before.
-            with make(system) as server:
-                cpu0 = server.cpu_s()
-                t0 = time.monotonic()
-                rep = run_rate(server.port, workload, rate, args.duration, args.warmup, start_line,
-                               tmp / f"{system}-{rate}.json")
-                row = summary(rep, server.cpu_s() - cpu0, server.peak_rss_mb(), time.monotonic() - t0)
-            results[system].append(row)
-            print(f"{system:15} {rate:5.2f} req/s: TTFT P50/P99 {row['ttft_p50_ms'] or 0:7.0f} / "
-                  f"{row['ttft_p99_ms'] or 0:7.0f} ms, ITL P50/P99 {row['itl_p50_ms'] or 0:5.1f} / "
-                  f"{row['itl_p99_ms'] or 0:6.1f} ms, {row['tokens_per_s'] or 0:6.1f} tok/s, "
-                  f"errors {row['errors']}, unfinished {row['unfinished']}, CPU {row['cpu_per_s'] or 0:.2f}, "
-                  f"RSS {row['peak_rss_mb']:.0f} MB, SLO {'ok' if row['meets_slo'] else 'missed'}",
-                  flush=True)
-        start_line += int(rate * (args.duration + args.warmup)) + 1
-    best = {s: max([r["offered_rate"] for r in rows if r["meets_slo"]], default=None)
-            for s, rows in results.items()}
-    print("highest rate meeting TTFT P99 <= 500 ms and ITL P99 <= 86 ms:", best)
+    results: dict = {"sweep": [], "search": [], "mix": [], "max_rate_at_slo": {}, "long_prompt_tokens": []}
+    started = time.monotonic()
+    try:
+        for rate in rates:
+            start = lines.take(rate)
+            for name in names:
+                results["sweep"].append(run_point(systems, name, workload, rate, start, f"sweep-{name}-{rate:g}"))
+        for name in names:
+            best, extra = search(systems, name, [r for r in results["sweep"] if r["system"] == name],
+                                 workload, lines, args)
+            results["max_rate_at_slo"][name] = best
+            results["search"] += extra
+        if mix_names:
+            n_mix = sum(int(r * (args.duration + args.warmup) * 1.5) + 10 for r in mix_rates)
+            mix_path = tmp / "mix.jsonl"
+            long_at, counts = mix_workload(args, questions[n_short:], systems, mix_path, n_mix)
+            results["long_prompt_tokens"] = counts
+            mix_lines = Lines(args)
+            for rate in mix_rates:
+                start = mix_lines.take(rate)
+                for name in mix_names:
+                    results["mix"].append(run_point(systems, name, mix_path, rate, start,
+                                                    f"mix-{name}-{rate:g}", long_at))
+    except BenchError as e:
+        sys.exit(f"generation_bench: {e}")
+    results["targets"] = targets(results)
     out = args.out or REPO / "bench" / "results" / f"generation-{datetime.now():%Y-%m-%d-%H%M}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "command": " ".join(sys.argv), "load_average_at_start": load,
+        "minutes": round((time.monotonic() - started) / 60, 1),
         "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), ""),
-        "options": {k: str(v) for k, v in vars(args).items()}, "results": results, "best_rate": best,
-    }, indent=2) + "\n")
-    print(f"generation_bench: wrote {out}")
+        "options": {k: str(v) for k, v in vars(args).items()}, **results,
+    }, indent=1) + "\n")
+    print("\n" + markdown(results, args) + "\n")
+    print(f"generation_bench: wrote {out} ({(time.monotonic() - started) / 60:.1f} min)")
     return 0
 
 

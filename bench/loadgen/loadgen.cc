@@ -17,7 +17,7 @@
 // Usage:
 //   tailcut-loadgen --port 8080 --path /v1/embeddings --workload w.jsonl --rate 200
 //                   --duration 20 [--warmup 2] [--poisson] [--connections 256] [--start 0]
-//                   [--out r.json]
+//                   [--out r.json] [--samples s.jsonl]
 // The workload file holds one request body (JSON) per line; lines are used in order, cycling,
 // from line --start (0-based), so consecutive runs can continue through a file instead of
 // replaying its first lines.
@@ -27,7 +27,17 @@
 // first token (from the scheduled send to the first event carrying generated text), the gaps
 // between such events (inter-token latency) and their count. An event counts when its JSON has
 // non-empty text at choices[0].delta.content (chat), choices[0].text (completions) or
-// text_output (KServe); role-only, usage-only and [DONE] events do not.
+// text_output (KServe); role-only, usage-only and [DONE] events do not. Lines may end in "\n"
+// or "\r\n" (sse-starlette, under llama-cpp-python's server, writes "\r\n").
+//
+// Keep-alive: a request sent on a reused connection that the server had closed meanwhile
+// fails before any byte of a response arrives; it is then sent once more on a new connection,
+// as HTTP clients do (curl: "Connection died, retrying a fresh connect"), and counted in
+// `stale_connection_retries`, not as an error. llama-server needs this: it answers
+// "Keep-Alive: timeout=5, max=100" yet closes the connection after each streamed response, so
+// without the retry about every other request on a reused connection failed. The latency
+// still runs from the scheduled send. Transport errors are counted by kind in
+// `transport_error_kinds` (connect, write, timeout, read_before_response, read_mid_response).
 //
 // The report's percentiles are exact nearest-rank percentiles over every recorded request;
 // achieved_rate is 200 responses per second of the measured window, which runs from the end
@@ -77,6 +87,7 @@ struct Options {
   int max_connections = 256;
   double timeout_s = 30;
   std::string out;
+  std::string samples_out;
   std::vector<std::string> headers;
   uint64_t seed = 1;
   uint64_t start_line = 0;
@@ -86,14 +97,38 @@ struct Options {
 
 struct Sample {
   double latency_ms = 0;
-  int status = 0;  // HTTP status, or negative for a transport error.
+  int status = 0;          // HTTP status, or negative for a transport error (TransportError).
   double scheduled_s = 0;  // Scheduled send time, seconds after the start of the run.
+  size_t line = 0;         // The workload line sent (0-based).
   // --stream: from the scheduled send to the first token event (< 0: none), the gaps between
   // token events, and how many there were.
   double ttft_ms = -1;
   std::vector<double> gaps_ms;
   int64_t token_events = 0;
 };
+
+// Sample::status of a transport error.
+enum TransportError : int {
+  kConnect = -1,
+  kWrite = -2,
+  kTimeout = -3,
+  kReadBeforeResponse = -4,  // The connection ended before any byte of the response.
+  kReadMidResponse = -5,     // ... or during it.
+};
+const char* TransportErrorKind(int status) {
+  switch (status) {
+    case kConnect:
+      return "connect";
+    case kWrite:
+      return "write";
+    case kTimeout:
+      return "timeout";
+    case kReadBeforeResponse:
+      return "read_before_response";
+    default:
+      return "read_mid_response";
+  }
+}
 
 // Whether one SSE event's data carries generated text (see --stream above).
 bool CarriesText(std::string_view data) {
@@ -121,9 +156,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool connected = false;
 
  private:
+  void Connect();
   void Write();
   void OnRead(beast::error_code ec);
   void Fail(int code);
+  // A request on a reused connection that died before any response byte: true when it was
+  // sent again on a new connection (once per request).
+  bool RetryStale();
   // --stream: bytes of the event stream as they arrive; times each complete event.
   void OnStreamBytes(std::string_view bytes);
 
@@ -144,6 +183,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t request_index_ = 0;
   Clock::time_point scheduled_;
   bool record_ = false;
+  bool reused_ = false;   // Sent on a connection that had carried a request before.
+  bool retried_ = false;  // Already sent again once.
 };
 
 class LoadGenerator {
@@ -212,6 +253,7 @@ class LoadGenerator {
   const tcp::resolver::results_type& endpoints() const { return endpoints_; }
   double timeout_s() const { return o_.timeout_s; }
   bool stream() const { return o_.stream; }
+  void CountStaleRetry() { ++stale_retries_; }
 
   void Done(std::shared_ptr<Connection> conn, const Sample& s, bool record) {
     --outstanding_;
@@ -236,13 +278,28 @@ class LoadGenerator {
     MaybeFinish();
   }
 
+  // --samples: one JSON line per recorded request, so a harness can split the report by kind
+  // of request (e.g. short and long prompts) with the workload's line numbers.
+  void WriteSamples(std::ostream& out) const {
+    for (const auto& s : samples_) {
+      nlohmann::json j = {{"line", s.line},
+                          {"status", s.status},
+                          {"scheduled_s", s.scheduled_s},
+                          {"latency_ms", s.latency_ms},
+                          {"ttft_ms", s.ttft_ms},
+                          {"gaps_ms", s.gaps_ms}};
+      out << j.dump() << "\n";
+    }
+  }
+
   nlohmann::json Report() const {
     std::vector<double> all, ok;
-    std::map<std::string, int64_t> statuses;
+    std::map<std::string, int64_t> statuses, transport_kinds;
     for (const auto& s : samples_) {
       all.push_back(s.latency_ms);
       if (s.status == 200) ok.push_back(s.latency_ms);
       statuses[s.status >= 0 ? std::to_string(s.status) : "transport_error"]++;
+      if (s.status < 0) transport_kinds[TransportErrorKind(s.status)]++;
     }
     auto pct = [](std::vector<double> v) {
       nlohmann::json j = nlohmann::json::object();
@@ -305,16 +362,15 @@ class LoadGenerator {
         events += s.token_events;
       }
       const double window = std::max(o_.duration_s, last_recorded_done_s_ - o_.warmup_s);
-      streaming = {{"ttft_ms", pct(ttft)},
-                   {"inter_token_ms", pct(gaps)},
-                   {"token_events", events},
-                   {"token_events_per_s", window > 0 ? events / window : 0.0},
-                   {"answers_without_tokens", static_cast<int64_t>(
-                                                  std::count_if(samples_.begin(), samples_.end(),
-                                                                [](const Sample& s) {
-                                                                  return s.status == 200 &&
-                                                                         s.ttft_ms < 0;
-                                                                }))}};
+      streaming = {
+          {"ttft_ms", pct(ttft)},
+          {"inter_token_ms", pct(gaps)},
+          {"token_events", events},
+          {"token_events_per_s", window > 0 ? events / window : 0.0},
+          {"answers_without_tokens", static_cast<int64_t>(std::count_if(
+                                         samples_.begin(), samples_.end(), [](const Sample& s) {
+                                           return s.status == 200 && s.ttft_ms < 0;
+                                         }))}};
     }
     const int64_t recorded_sent = static_cast<int64_t>(samples_.size()) + unfinished_recorded_;
     // The measured window: from the end of the warm-up to the later of its scheduled end and
@@ -333,6 +389,8 @@ class LoadGenerator {
             {"latency_ms", pct(all)},
             {"ok_latency_ms", pct(ok)},
             {"status_counts", statuses},
+            {"transport_error_kinds", transport_kinds},
+            {"stale_connection_retries", stale_retries_},
             {"status_latency_ms", status_latency},
             {"timeline", timeline},
             {"streaming", streaming},
@@ -370,7 +428,8 @@ class LoadGenerator {
                                             std::chrono::duration<double>(schedule_[next_]));
         const bool record = schedule_[next_] >= o_.warmup_s;
         if (record) {
-          send_lag_ms_.push_back(std::chrono::duration<double, std::milli>(now - scheduled).count());
+          send_lag_ms_.push_back(
+              std::chrono::duration<double, std::milli>(now - scheduled).count());
         }
         Dispatch((o_.start_line + next_) % requests_.size(), scheduled, record);
         ++next_;
@@ -434,6 +493,7 @@ class LoadGenerator {
   int64_t recorded_dispatched_ = 0;
   int64_t unfinished_recorded_ = 0;
   int64_t transport_errors_ = 0;
+  int64_t stale_retries_ = 0;
   bool schedule_done_ = false;
   bool finished_ = false;
   std::vector<Sample> samples_;
@@ -448,12 +508,18 @@ void Connection::Send(size_t request_index, Clock::time_point scheduled, bool re
   request_index_ = request_index;
   scheduled_ = scheduled;
   record_ = record;
+  retried_ = false;
+  reused_ = connected;
   stream_.expires_after(
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gen_.timeout_s())));
   if (connected) return Write();
+  Connect();
+}
+
+void Connection::Connect() {
   stream_.async_connect(gen_.endpoints(),
                         [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
-                          if (ec) return self->Fail(-1);
+                          if (ec) return self->Fail(kConnect);
                           self->connected = true;
                           beast::error_code ignored;
                           self->stream_.socket().set_option(tcp::no_delay(true), ignored);
@@ -461,10 +527,23 @@ void Connection::Send(size_t request_index, Clock::time_point scheduled, bool re
                         });
 }
 
+bool Connection::RetryStale() {
+  if (!reused_ || retried_) return false;
+  retried_ = true;
+  reused_ = false;
+  beast::error_code ignored;
+  stream_.socket().close(ignored);
+  connected = false;
+  buffer_.clear();
+  gen_.CountStaleRetry();
+  Connect();
+  return true;
+}
+
 void Connection::Write() {
   http::async_write(stream_, gen_.request(request_index_),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                      if (ec) return self->Fail(-2);
+                      if (ec) return self->RetryStale() ? void() : self->Fail(kWrite);
                       self->parser_.emplace();
                       self->parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
                       self->sample_ = {};
@@ -481,7 +560,11 @@ void Connection::Write() {
 }
 
 void Connection::OnRead(beast::error_code ec) {
-  if (ec) return Fail(ec == beast::error::timeout ? -3 : -2);
+  if (ec == beast::error::timeout) return Fail(kTimeout);
+  if (ec) {
+    if (parser_->got_some()) return Fail(kReadMidResponse);
+    return RetryStale() ? void() : Fail(kReadBeforeResponse);
+  }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scheduled_).count();
   const auto& response = parser_->get();
   const bool keep = response.keep_alive();
@@ -495,14 +578,19 @@ void Connection::OnRead(beast::error_code ec) {
   s.latency_ms = ms;
   s.status = status;
   s.scheduled_s = gen_.SecondsSinceStart(scheduled_);
+  s.line = request_index_;
   gen_.Done(shared_from_this(), s, record_);
 }
 
 void Connection::OnStreamBytes(std::string_view bytes) {
-  events_.append(bytes);
+  // Lines end in "\n" or "\r\n": dropping every '\r' makes both "\n" (JSON data holds no raw
+  // '\r'; SSE's rarely used lone-'\r' line ending is not supported).
+  for (char c : bytes) {
+    if (c != '\r') events_.push_back(c);
+  }
   const auto now = Clock::now();
   size_t end;
-  // Events end with a blank line; servers write "\n\n" (SSE allows \r\n too).
+  // Events end with a blank line.
   while ((end = events_.find("\n\n")) != std::string::npos) {
     std::string_view event(events_.data(), end);
     bool text = false;
@@ -510,7 +598,6 @@ void Connection::OnStreamBytes(std::string_view bytes) {
       size_t eol = event.find('\n', pos);
       if (eol == std::string_view::npos) eol = event.size();
       std::string_view line = event.substr(pos, eol - pos);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.rfind("data:", 0) == 0) {
         line.remove_prefix(5);
         if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
@@ -541,6 +628,7 @@ void Connection::Fail(int code) {
   s.latency_ms = ms;
   s.status = code;
   s.scheduled_s = gen_.SecondsSinceStart(scheduled_);
+  s.line = request_index_;
   gen_.Done(nullptr, s, record_);
 }
 
@@ -567,6 +655,9 @@ int main(int argc, char** argv) {
                "Responses are Server-Sent Events: report time to first token and inter-token "
                "latency");
   app.add_option("--out", o.out, "Write the JSON report here (default stdout)");
+  app.add_option("--samples", o.samples_out,
+                 "Also write each recorded request (workload line, status, latency, TTFT, "
+                 "token gaps) here, one JSON object a line");
   CLI11_PARSE(app, argc, argv);
 
   LoadGenerator gen(o);
@@ -577,6 +668,10 @@ int main(int argc, char** argv) {
     std::cout << report << "\n";
   } else {
     std::ofstream(o.out) << report << "\n";
+  }
+  if (!o.samples_out.empty()) {
+    std::ofstream samples(o.samples_out);
+    gen.WriteSamples(samples);
   }
   return 0;
 }
