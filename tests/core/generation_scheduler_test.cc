@@ -236,6 +236,10 @@ TEST_F(GenerationSchedulerTest, MaxTokensEndsWithLengthAfterExactlyThatManyToken
   EXPECT_EQ(metrics.duration_seconds->count(), 1u);
   EXPECT_EQ(metrics.kv_capacity_cells->value(), 512);
   scheduler_->Stop(/*drain=*/true);  // The gauges are published after the last step.
+  // The tokens the step loop ran (the precision controller's prefill share): the prompt, and
+  // every sampled token but the last fed back.
+  EXPECT_EQ(scheduler_->stats().prompt_tokens_decoded, end->usage.prompt_tokens);
+  EXPECT_EQ(scheduler_->stats().generated_tokens_decoded, 4);
   EXPECT_EQ(metrics.running_sequences->value(), 0);
   EXPECT_EQ(metrics.kv_used_cells->value(), 0);
   const std::string text = registry_.Serialize();
