@@ -45,7 +45,8 @@ def variant_server(tailcut_bin, default_model_dir, tmp_path_factory):
         f"  - {{name: q8_0, file: {Q8}, precision: q8_0, perplexity: 18.354}}\n"
         "default_variant: q4_1\n"
         "precision: {mode: prefill, min_window_tokens: 100000000}\n")
-    with TailcutServer(model_repository=repo, name="generation-variants",
+    with TailcutServer(args=("--auth.admin_keys", "root"), model_repository=repo,
+                       name="generation-variants",
                        log_dir=tmp_path_factory.mktemp("logs")) as s:
         yield s
 
@@ -133,3 +134,24 @@ def test_metadata_lists_the_variants_and_metrics_count_them(client, variant_serv
     assert value(fams, "tailcut_precision_active", model=MODEL, variant="q8_0") == 0
     # Each variant has its own KV cache.
     assert value(fams, "tailcut_generation_kv_cells_capacity", model=MODEL) == 2048
+
+
+def test_an_administrators_pin_moves_unpinned_requests_until_removed(client, variant_server):
+    admin = {"Authorization": "Bearer root"}
+    url = variant_server.url(f"/admin/models/{MODEL}/precision")
+    r = requests.put(url, headers=admin, json={"variant": "q8_0"}, timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"model": MODEL, "active_variant": "q8_0", "policy": "pinned"}
+    try:
+        done = client.completions.create(model=MODEL, prompt="Hi", max_tokens=1)
+        assert done.system_fingerprint == "q8_0"
+        # A request's own pin still wins over the administrator's.
+        done = client.completions.create(model=MODEL, prompt="Hi", max_tokens=1,
+                                         extra_body={"precision": "q4_1"})
+        assert done.system_fingerprint == "q4_1"
+        r = requests.put(url, headers=admin, json={"variant": "q5_0"}, timeout=10)
+        assert r.status_code == 400 and "q4_1 (q4_1), q8_0 (q8_0)" in r.text
+    finally:
+        r = requests.put(url, headers=admin, json={"variant": None}, timeout=10)
+    assert r.status_code == 200 and r.json()["active_variant"] == "q4_1", r.text
+    assert r.json()["policy"] == "prefill"
