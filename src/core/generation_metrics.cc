@@ -46,10 +46,24 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
                               "max_tokens each)",
                               {"model"})),
       kv_capacity_(r.AddGauge("tailcut_generation_kv_cells_capacity",
-                              "KV-cache cells (context_tokens)", {"model"})) {}
+                              "KV-cache cells (context_tokens; summed over precision "
+                              "variants, each has its own cache)",
+                              {"model"})),
+      variant_requests_(r.AddCounter("tailcut_generation_requests_total",
+                                     "Generation requests queued, by the precision variant "
+                                     "that generates them and whether the request pinned it "
+                                     "(chosen=request) or the server chose it (chosen=server: "
+                                     "the precision controller or an administrator's pin)",
+                                     {"model", "variant", "chosen"})) {}
 
-GenerationMetrics GenerationMetricFamilies::ForModel(const std::string& model) {
+GenerationMetrics GenerationMetricFamilies::ForModel(const std::string& model,
+                                                     Family<Gauge>* precision_active,
+                                                     Family<Counter>* precision_switches) {
   GenerationMetrics m;
+  m.model = model;
+  m.variant_requests = &variant_requests_;
+  m.precision_active = precision_active;
+  m.precision_switches = precision_switches;
   m.time_to_first_token_seconds = &time_to_first_token_.WithLabels({model});
   m.inter_token_seconds = &inter_token_.WithLabels({model});
   m.queue_seconds = &queue_.WithLabels({model});

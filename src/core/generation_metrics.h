@@ -29,12 +29,24 @@ struct GenerationMetrics {
   Gauge* kv_used_cells;      // Includes the tokens finished sequences keep for reuse.
   Gauge* kv_reserved_cells;  // Promised to running sequences (prompt + max_tokens each).
   Gauge* kv_capacity_cells;
+  // Per precision variant: requests queued {model, variant, chosen} (chosen: "request" when
+  // the request pinned it, "server" when the controller or an administrator's pin did), and
+  // the series the embedding models share (servable_metrics.h): tailcut_precision_active
+  // {model, variant} and tailcut_precision_switches_total {model, to}. Null families record
+  // nothing (tests).
+  std::string model;
+  Family<Counter>* variant_requests = nullptr;
+  Family<Gauge>* precision_active = nullptr;
+  Family<Counter>* precision_switches = nullptr;
 };
 
 class GenerationMetricFamilies {
  public:
   explicit GenerationMetricFamilies(MetricsRegistry& registry);
-  GenerationMetrics ForModel(const std::string& model);
+  // `precision_active` / `precision_switches`: the embedding models' families of those
+  // names (ServableMetricFamilies), which generative models report into too; may be null.
+  GenerationMetrics ForModel(const std::string& model, Family<Gauge>* precision_active = nullptr,
+                             Family<Counter>* precision_switches = nullptr);
 
  private:
   Family<Histogram>& time_to_first_token_;
@@ -51,6 +63,7 @@ class GenerationMetricFamilies {
   Family<Gauge>& kv_used_;
   Family<Gauge>& kv_reserved_;
   Family<Gauge>& kv_capacity_;
+  Family<Counter>& variant_requests_;
 };
 
 }  // namespace tailcut

@@ -96,8 +96,9 @@ GenerationScheduler::GenerationScheduler(GenerativeModel* model,
   freed_micros_.assign(static_cast<size_t>(model_->max_sequences()), 0);
   stats_.kv_capacity_cells = model_->context_tokens();
   if (options_.metrics) {
-    options_.metrics->kv_capacity_cells->Set(static_cast<double>(model_->context_tokens()));
+    options_.metrics->kv_capacity_cells->Inc(static_cast<double>(model_->context_tokens()));
   }
+  published_.kv_capacity_cells = model_->context_tokens();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -218,6 +219,16 @@ void GenerationScheduler::Stop(bool drain) {
   }
   wake_.notify_all();
   thread_.join();
+  // This step loop's share of the model's gauges goes with it (a reload's new copy, or the
+  // model's other variants, keep theirs).
+  if (options_.metrics) {
+    const GenerationMetrics& m = *options_.metrics;
+    m.running_sequences->Dec(published_.running);
+    m.waiting_requests->Dec(published_.waiting);
+    m.kv_used_cells->Dec(published_.kv_used_cells);
+    m.kv_capacity_cells->Dec(published_.kv_capacity_cells);
+  }
+  published_ = {};
 }
 
 GenerationSchedulerStats GenerationScheduler::stats() const {
@@ -483,12 +494,14 @@ void GenerationScheduler::Step() {
     seq->cached.insert(seq->cached.end(), from, from + n);
     seq->prefilled += static_cast<size_t>(n);
     seq->position += n;
+    prompt_tokens_decoded_ += n;
   }
   for (Sequence* seq : owner) {
     if (seq->pending != kNoToken) {
       seq->cached.push_back(seq->pending);
       seq->pending = kNoToken;
       seq->position += 1;
+      ++generated_tokens_decoded_;
     }
   }
   const int64_t decoded = clock_.NowMicros();
@@ -613,15 +626,19 @@ void GenerationScheduler::PublishStats() {
     stats_.kv_used_cells = usage.used_cells;
     stats_.kv_capacity_cells = usage.capacity_cells;
     stats_.kv_reserved_cells = reserved_cells_;
+    stats_.prompt_tokens_decoded = prompt_tokens_decoded_;
+    stats_.generated_tokens_decoded = generated_tokens_decoded_;
     s = stats_;
   }
   if (options_.metrics) {
-    options_.metrics->running_sequences->Set(s.running);
-    options_.metrics->waiting_requests->Set(s.waiting);
-    options_.metrics->kv_used_cells->Set(s.kv_used_cells);
-    options_.metrics->kv_reserved_cells->Set(s.kv_reserved_cells);
-    options_.metrics->kv_capacity_cells->Set(s.kv_capacity_cells);
+    const GenerationMetrics& m = *options_.metrics;
+    m.running_sequences->Inc(s.running - published_.running);
+    m.waiting_requests->Inc(s.waiting - published_.waiting);
+    m.kv_used_cells->Inc(s.kv_used_cells - published_.kv_used_cells);
+    m.kv_reserved_cells->Inc(s.kv_reserved_cells - published_.kv_reserved_cells);
+    m.kv_capacity_cells->Inc(s.kv_capacity_cells - published_.kv_capacity_cells);
   }
+  published_ = s;
 }
 
 }  // namespace tailcut

@@ -95,6 +95,10 @@ struct GenerationSchedulerStats {
   int32_t kv_capacity_cells = 0;
   int32_t kv_reserved_cells = 0;  // Promised to running sequences (prompt + max_tokens each).
   bool stopping = false;          // Stop() has begun: new requests are refused.
+  // Since the start, tokens the step loop decoded: prompt tokens (prefill chunks) and
+  // generated tokens fed back; the precision controller's prefill share.
+  int64_t prompt_tokens_decoded = 0;
+  int64_t generated_tokens_decoded = 0;
 };
 
 class GenerationScheduler {
@@ -173,6 +177,11 @@ class GenerationScheduler {
   // The step loop's own; no lock.
   std::vector<std::unique_ptr<Sequence>> running_;
   BatchCostModel step_cost_;  // Step time against the tokens in the step.
+  int64_t prompt_tokens_decoded_ = 0;
+  int64_t generated_tokens_decoded_ = 0;
+  // What PublishStats() last added to the model's gauges: several step loops (one per
+  // precision variant) share a model's series, so each adds its change rather than setting.
+  GenerationSchedulerStats published_;
 
   std::mutex stop_mu_;
   bool stopped_ = false;

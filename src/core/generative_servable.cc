@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "engine/onnx_session.h"  // DigestFile
 
 namespace tailcut {
@@ -24,41 +26,142 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
                                    ") must be at least max_sequences (" +
                                    std::to_string(g.max_sequences) + ")");
   }
-  auto digest = DigestFile(config.file_path);
-  if (!digest.ok()) return digest.status();
-  auto model = LoadGenerativeModel(config.file_path, model_options);
-  if (!model.ok()) return model.status();
-  spdlog::info(
-      "generative model '{}': {}, {} KV cells ({}), {} sequences of up to {} tokens, trained "
-      "context {}",
-      config.name, (*model)->description(), (*model)->context_tokens(),
-      g.kv_cache_layout == KvCacheLayout::kShared ? "shared" : "a stream per sequence",
-      (*model)->max_sequences(), (*model)->sequence_context_tokens(),
-      (*model)->trained_context_tokens());
+  std::unique_ptr<GenerativeServable> s(new GenerativeServable(config, metrics, clock));
+  std::vector<bool> loaded;
+  Status default_error;
+  for (size_t i = 0; i < config.variants.size(); ++i) {
+    const VariantConfig& vc = config.variants[i];
+    auto v = std::make_unique<Variant>();
+    v->config = vc;
+    if (vc.name == config.default_variant) s->default_index_ = static_cast<int>(i);
+    auto digest = DigestFile(vc.file_path);
+    Result<std::unique_ptr<GenerativeModel>> model =
+        digest.ok() ? LoadGenerativeModel(vc.file_path, model_options)
+                    : Result<std::unique_ptr<GenerativeModel>>(digest.status());
+    if (model.ok()) {
+      v->digest = *digest;
+      v->model = std::move(model).value();
+      spdlog::info(
+          "generative model '{}' variant '{}': {}, {} KV cells ({}), {} sequences of up to {} "
+          "tokens, trained context {}",
+          config.name, vc.name, v->model->description(), v->model->context_tokens(),
+          g.kv_cache_layout == KvCacheLayout::kShared ? "shared" : "a stream per sequence",
+          v->model->max_sequences(), v->model->sequence_context_tokens(),
+          v->model->trained_context_tokens());
+    } else {
+      v->error = model.status().message();
+      if (vc.name == config.default_variant) default_error = model.status();
+      spdlog::error("generative model '{}': variant '{}' failed to load: {}", config.name,
+                    vc.name, v->error);
+    }
+    loaded.push_back(v->model != nullptr);
+    s->variants_.push_back(std::move(v));
+  }
+  if (!default_error.ok()) return default_error;
 
-  std::unique_ptr<GenerativeServable> s(
-      new GenerativeServable(config, *digest, std::move(model).value(), metrics));
-  GenerationSchedulerOptions scheduler;
-  scheduler.max_tokens_per_step = g.batch_tokens;
-  scheduler.prefill_chunk_tokens = g.prefill_chunk_tokens;
-  scheduler.max_step_millis_while_generating = g.max_step_millis_while_generating;
-  scheduler.min_prefill_tokens_per_step = g.min_prefill_tokens_per_step;
-  scheduler.max_waiting_requests = g.max_waiting_requests;
-  scheduler.max_queue_delay_millis = g.max_queue_delay_millis;
-  scheduler.default_timeout_millis = options.default_timeout_millis;
-  scheduler.metrics = &s->metrics_;
-  scheduler.model_name = config.name;
-  scheduler.variant_name = config.default_variant;
-  s->scheduler_ = std::make_unique<GenerationScheduler>(s->model_.get(), scheduler, clock);
+  for (auto& v : s->variants_) {
+    if (!v->model) continue;
+    GenerationSchedulerOptions scheduler;
+    scheduler.max_tokens_per_step = g.batch_tokens;
+    scheduler.prefill_chunk_tokens = g.prefill_chunk_tokens;
+    scheduler.max_step_millis_while_generating = g.max_step_millis_while_generating;
+    scheduler.min_prefill_tokens_per_step = g.min_prefill_tokens_per_step;
+    scheduler.max_waiting_requests = g.max_waiting_requests;
+    scheduler.max_queue_delay_millis = g.max_queue_delay_millis;
+    scheduler.default_timeout_millis = options.default_timeout_millis;
+    scheduler.metrics = &s->metrics_;
+    scheduler.model_name = config.name;
+    scheduler.variant_name = v->config.name;
+    v->scheduler = std::make_unique<GenerationScheduler>(v->model.get(), scheduler, clock);
+  }
+  s->precision_ = std::make_unique<GenerationPrecision>(config.variants, loaded,
+                                                        s->default_index_, g.precision, clock);
+  if (config.variants.size() > 1) {
+    spdlog::info("generative model '{}': precision controller {}", config.name,
+                 s->precision_->note());
+  }
+  s->SetActive(s->default_index_, "start");
+  if (s->precision_->prefill_index() >= 0 && options.start_controller_thread) {
+    GenerativeServable* self = s.get();
+    s->controller_thread_ = std::thread([self] { self->ControllerLoop(); });
+  }
   return s;
 }
 
-GenerativeServable::GenerativeServable(const ModelConfig& config, std::string digest,
-                                       std::unique_ptr<GenerativeModel> model,
-                                       const GenerationMetrics& metrics)
-    : config_(config), digest_(std::move(digest)), metrics_(metrics), model_(std::move(model)) {}
+GenerativeServable::GenerativeServable(const ModelConfig& config, const GenerationMetrics& metrics,
+                                       const Clock& clock)
+    : config_(config), metrics_(metrics), clock_(clock) {}
 
 GenerativeServable::~GenerativeServable() { Stop(/*drain=*/false); }
+
+int GenerativeServable::Active() const {
+  const int pinned = admin_pin_.load();
+  return pinned >= 0 ? pinned : precision_->active();
+}
+
+std::string GenerativeServable::active_variant() const {
+  return variants_[static_cast<size_t>(Active())]->config.name;
+}
+
+void GenerativeServable::SetActive(int index, const std::string& reason) {
+  const int before = reported_active_.exchange(index);
+  if (before == index) return;
+  const std::string& to = variants_[static_cast<size_t>(index)]->config.name;
+  if (metrics_.precision_active) {
+    for (size_t i = 0; i < variants_.size(); ++i) {
+      metrics_.precision_active->WithLabels({config_.name, variants_[i]->config.name})
+          .Set(static_cast<int>(i) == index ? 1 : 0);
+    }
+  }
+  if (before < 0) return;  // The start, not a switch.
+  ++switches_;
+  if (metrics_.precision_switches) {
+    metrics_.precision_switches->WithLabels({config_.name, to}).Inc();
+  }
+  spdlog::info("generative model '{}': serving variant '{}' instead of '{}' ({})", config_.name,
+               to, variants_[static_cast<size_t>(before)]->config.name, reason);
+}
+
+Status GenerativeServable::SetActiveVariant(const std::string& name) {
+  if (name.empty()) {
+    admin_pin_ = -1;
+    SetActive(precision_->active(), "administrator pin removed");
+    return Status::Ok();
+  }
+  auto index = precision_->Choose(name);
+  if (!index.ok()) {
+    return Status::InvalidArgument("model '" + config_.name + "': " + index.status().message());
+  }
+  admin_pin_ = *index;
+  SetActive(*index, "pinned by an administrator");
+  return Status::Ok();
+}
+
+void GenerativeServable::ControllerTick() {
+  std::vector<VariantTokens> totals;
+  for (const auto& v : variants_) {
+    VariantTokens t;
+    if (v->scheduler) {
+      const GenerationSchedulerStats st = v->scheduler->stats();
+      t.prompt_tokens = st.prompt_tokens_decoded;
+      t.generated_tokens = st.generated_tokens_decoded;
+    }
+    totals.push_back(t);
+  }
+  if (precision_->Tick(totals) && admin_pin_.load() < 0) {
+    SetActive(precision_->active(), precision_->last_reason());
+  }
+}
+
+void GenerativeServable::ControllerLoop() {
+  const auto interval = std::chrono::microseconds(precision_->interval_micros());
+  std::unique_lock<std::mutex> lock(controller_mu_);
+  while (!controller_wake_.wait_for(lock, interval, [&] { return controller_stop_; })) {
+    lock.unlock();
+    ControllerTick();
+    lock.lock();
+  }
+}
 
 void GenerativeServable::Generate(GenerateRequest request, GenerationSinkPtr sink,
                                   InFlightGate::Pass pass) {
@@ -66,7 +169,20 @@ void GenerativeServable::Generate(GenerateRequest request, GenerationSinkPtr sin
     sink->OnEnd(Status::Unavailable("model '" + config_.name + "' is shutting down"));
     return;
   }
-  scheduler_->Generate(std::move(request), std::move(sink));
+  const bool pinned = !request.precision.empty();
+  Result<int> index = pinned ? precision_->Choose(request.precision) : Result<int>(Active());
+  if (!index.ok()) {
+    sink->OnEnd(
+        Status::InvalidArgument("model '" + config_.name + "': " + index.status().message()));
+    return;
+  }
+  Variant& v = *variants_[static_cast<size_t>(*index)];
+  if (metrics_.variant_requests) {
+    metrics_.variant_requests
+        ->WithLabels({config_.name, v.config.name, pinned ? "request" : "server"})
+        .Inc();
+  }
+  v.scheduler->Generate(std::move(request), std::move(sink));
 }
 
 void GenerativeServable::Stop(bool drain) {
@@ -77,34 +193,75 @@ void GenerativeServable::Stop(bool drain) {
   }
   gate_.Close();
   gate_.WaitIdle();
-  if (scheduler_) scheduler_->Stop(drain);
+  {
+    std::lock_guard<std::mutex> lock(controller_mu_);
+    controller_stop_ = true;
+  }
+  controller_wake_.notify_all();
+  if (controller_thread_.joinable()) controller_thread_.join();
+  // Each step loop stops (and, with drain, finishes its sequences) on its own thread; stop
+  // them all before waiting on any, so a drain takes the longest one's time, not the sum.
+  std::vector<std::thread> stoppers;
+  for (auto& v : variants_) {
+    if (!v->scheduler) continue;
+    GenerationScheduler* scheduler = v->scheduler.get();
+    stoppers.emplace_back([scheduler, drain] { scheduler->Stop(drain); });
+  }
+  for (auto& t : stoppers) t.join();
+}
+
+int64_t GenerativeServable::queued_rows() const {
+  int64_t waiting = 0;
+  for (const auto& v : variants_) {
+    if (v->scheduler) waiting += v->scheduler->stats().waiting;
+  }
+  return waiting;
+}
+
+GenerationSchedulerStats GenerativeServable::stats() const {
+  return variants_[static_cast<size_t>(default_index_)]->scheduler->stats();
 }
 
 ModelDescription GenerativeServable::Describe() const {
+  const Variant& def = *variants_[static_cast<size_t>(default_index_)];
+  const GenerativeModel& model = *def.model;
   ModelDescription d;
   d.name = config_.name;
   d.kind = std::string(ModelKindName(config_.kind));
   d.state = ModelState::kReady;
-  d.version = digest_;
-  d.context_tokens = model_->context_tokens();
-  d.max_sequences = model_->max_sequences();
-  d.trained_context_tokens = model_->trained_context_tokens();
-  d.engine_description = model_->description();
+  const Variant& active = *variants_[static_cast<size_t>(Active())];
+  d.version = active.digest;
+  d.context_tokens = model.context_tokens();
+  d.max_sequences = model.max_sequences();
+  d.trained_context_tokens = model.trained_context_tokens();
+  d.engine_description = active.model->description();
   // The longest sequence (prompt and generated tokens) and the most generated at once, for
   // front-ends that read the embedding fields.
-  d.max_sequence_length = model_->sequence_context_tokens();
-  d.max_batch_size = model_->max_sequences();
-  const std::string& variant = config_.default_variant;
-  d.variants = {variant};
-  d.active_variant = variant;
-  d.default_variant = variant;
-  VariantDescription v;
-  v.name = variant;
-  v.loaded = true;
-  v.file_digest = digest_;
-  d.variant_details = {v};
-  d.precision_policy = "off";
-  d.precision_controller = "off: a generative model has one variant";
+  d.max_sequence_length = model.sequence_context_tokens();
+  d.max_batch_size = model.max_sequences();
+  for (size_t i = 0; i < variants_.size(); ++i) {
+    const Variant& v = *variants_[i];
+    if (v.model) d.variants.push_back(v.config.name);
+    VariantDescription vd;
+    vd.name = v.config.name;
+    vd.precision = v.config.precision;
+    vd.loaded = v.model != nullptr;
+    vd.error = v.error;
+    vd.file_digest = v.digest;
+    vd.batch_invariant = v.config.batch_invariant;
+    vd.perplexity = v.config.perplexity;
+    if (Status st = precision_->Eligible(static_cast<int>(i)); st.ok()) {
+      vd.interchangeable = true;
+    } else {
+      vd.not_interchangeable_reason = st.message();
+    }
+    d.variant_details.push_back(std::move(vd));
+  }
+  d.active_variant = active.config.name;
+  d.default_variant = config_.default_variant;
+  d.precision_policy = admin_pin_.load() >= 0 ? "pinned" : precision_->policy_name();
+  d.precision_controller = precision_->note();
+  d.precision_switches = switches_.load();
   return d;
 }
 

@@ -87,6 +87,7 @@ struct VariantDescription {
   bool batch_invariant = false;
   std::optional<double> fidelity_min_cosine;  // To fp32, measured at quantize time.
   std::optional<double> fidelity_recall_at_10;
+  std::optional<double> perplexity;  // Generative variants: measured (model.yaml).
   // Whether the precision controller may serve it in place of the default variant (the same
   // vector space, src/core/variant_eligibility.h); else why not.
   bool interchangeable = false;

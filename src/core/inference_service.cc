@@ -144,7 +144,10 @@ Result<std::shared_ptr<Servable>> InferenceService::Build(const ModelConfig& con
     case ModelKind::kGenerative: {
       auto loaded =
           GenerativeServable::Load(config, options_.generative,
-                                   generation_metric_families_.ForModel(config.name), clock_);
+                                   generation_metric_families_.ForModel(
+                                       config.name, metric_families_.precision_active(),
+                                       metric_families_.precision_switches()),
+                                   clock_);
       if (!loaded.ok()) return loaded.status();
       return std::shared_ptr<Servable>(std::move(loaded).value());
     }
@@ -448,10 +451,16 @@ Status InferenceService::SetActiveVariant(const std::string& model, const std::s
   Entry* entry = Find(model);
   if (!entry) return Status::NotFound("model '" + model + "' does not exist");
   std::shared_ptr<TextEmbeddingServable> text;
+  std::shared_ptr<GenerativeServable> generative;
   {
     std::lock_guard<std::mutex> lock(entry->mutex);
-    text = entry->As<TextEmbeddingServable>();
+    if (entry->config.kind == ModelKind::kGenerative) {
+      generative = entry->As<GenerativeServable>();
+    } else {
+      text = entry->As<TextEmbeddingServable>();
+    }
   }
+  if (generative) return generative->SetActiveVariant(variant);
   if (!text) {
     return Status::FailedPrecondition("model '" + entry->config.name +
                                       "' is not a loaded text-embedding model");

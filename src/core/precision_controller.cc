@@ -27,6 +27,17 @@ bool PrecisionController::WantFast(const LoadSignals& s, std::string* reason) co
     }
     return false;
   }
+  if (policy_.mode == "prefill") {
+    if (s.window_tokens >= policy_.min_window_tokens && s.window_tokens > 0 &&
+        100 * s.prefill_share >= static_cast<double>(policy_.degrade_at_prefill_percent)) {
+      std::snprintf(buf, sizeof(buf), "prompt tokens %.0f%% of %lld run >= %lld%%",
+                    100 * s.prefill_share, static_cast<long long>(s.window_tokens),
+                    static_cast<long long>(policy_.degrade_at_prefill_percent));
+      *reason = buf;
+      return true;
+    }
+    return false;
+  }
   if (s.samples >= policy_.min_samples &&
       100 * s.p99_micros >= policy_.degrade_at_slo_percent * policy_.slo_p99_micros) {
     std::snprintf(buf, sizeof(buf), "p99 %.1f ms >= %lld%% of the %.0f ms SLO", s.p99_micros / 1e3,
@@ -52,6 +63,20 @@ bool PrecisionController::WantAccurate(const LoadSignals& s, std::string* reason
       std::snprintf(buf, sizeof(buf), "rate %.0f/s <= %lld and %.1f GB free", s.request_rate_per_s,
                     static_cast<long long>(policy_.accurate_at_rate_per_s),
                     s.memory_free_bytes / 1e9);
+      *reason = buf;
+      return true;
+    }
+    return false;
+  }
+  if (policy_.mode == "prefill") {
+    if (s.window_tokens == 0) {
+      *reason = "idle: no tokens run in the window";
+      return true;
+    }
+    if (100 * s.prefill_share <= static_cast<double>(policy_.restore_below_prefill_percent)) {
+      std::snprintf(buf, sizeof(buf), "prompt tokens %.0f%% of %lld run <= %lld%%",
+                    100 * s.prefill_share, static_cast<long long>(s.window_tokens),
+                    static_cast<long long>(policy_.restore_below_prefill_percent));
       *reason = buf;
       return true;
     }

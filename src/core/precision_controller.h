@@ -14,6 +14,11 @@
 //    rate >= fast_at_rate_per_s AND memory use > fast_at_memory_used_fraction; accurate when
 //    rate <= accurate_at_rate_per_s AND free memory >= accurate_at_memory_free_bytes;
 //    otherwise stay.
+//  - prefill (generative models): the "accurate" end is the default GGUF variant, the "fast"
+//    one the variant that prefills faster; move to it when prompt tokens are at least
+//    degrade_at_prefill_percent of the tokens the model ran in the window (over at least
+//    min_window_tokens), back when they fall to restore_below_prefill_percent or the window
+//    ran no tokens at all (idle: the default variant again).
 // off pins the accurate variant.
 //
 // Thread-safety: not thread-safe; one owner calls Update() (the servable's controller tick).
@@ -41,10 +46,15 @@ struct LoadSignals {
   // would turn into a miss at the moment of switching, all at once for the hottest inputs,
   // and that burst is enough load to send the controller straight back.
   int64_t reference_rows_owed = 0;
+  // Generative models (mode prefill): tokens the step loops decoded in the window, and the
+  // share of them that were prompt tokens (prefill) rather than generated ones.
+  int64_t window_tokens = 0;
+  double prefill_share = 0;
 };
 
 struct PrecisionPolicy {
-  // "slo" (default), "thresholds" (the source's rule) or "off" (pin the accurate variant).
+  // "slo" (default), "thresholds" (the source's rule), "prefill" (generative models) or "off"
+  // (pin the accurate variant).
   // Integers and percentages throughout, so every field maps onto a configuration key.
   std::string mode = "slo";
   // Variant names (or precision aliases such as "int8") the controller moves between.
@@ -80,7 +90,11 @@ struct PrecisionPolicy {
   // Operator opt-in: also move to a batch-invariant variant below the floor (or unmeasured).
   // Batch invariance is never waived.
   bool allow_below_fidelity_floor = false;
-  // Both: no switch within this long of the previous one (anti-flapping).
+  // prefill: the hysteresis band on LoadSignals::prefill_share, and the least evidence.
+  int64_t degrade_at_prefill_percent = 75;
+  int64_t restore_below_prefill_percent = 60;
+  int64_t min_window_tokens = 256;
+  // All: no switch within this long of the previous one (anti-flapping).
   int64_t min_dwell_micros = 10'000'000;
 };
 

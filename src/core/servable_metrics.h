@@ -40,6 +40,9 @@ class ServableMetricFamilies {
  public:
   explicit ServableMetricFamilies(MetricsRegistry& registry);
   ServableMetrics ForModel(const std::string& model);
+  // The per-variant precision families, which generative models report into as well.
+  Family<Counter>* precision_switches() { return &precision_switches_; }
+  Family<Gauge>* precision_active() { return &precision_active_; }
 
  private:
   Family<Histogram>& stage_;

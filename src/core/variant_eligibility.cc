@@ -64,4 +64,26 @@ int SelectFastVariant(const std::vector<VariantConfig>& variants, const std::vec
   return -1;
 }
 
+Status CheckPerplexityWithin(const VariantConfig& variant, const VariantConfig& reference,
+                             int64_t max_increase_ppm) {
+  if (!reference.perplexity) {
+    return Status::FailedPrecondition("the default variant '" + reference.name +
+                                      "' has no measured perplexity in model.yaml");
+  }
+  if (!variant.perplexity) {
+    return Status::FailedPrecondition("variant '" + variant.name +
+                                      "' has no measured perplexity in model.yaml");
+  }
+  const double bound =
+      *reference.perplexity * (1.0 + static_cast<double>(max_increase_ppm) / 1e6);
+  if (*variant.perplexity > bound) {
+    return Status::FailedPrecondition(
+        "variant '" + variant.name + "' has perplexity " + Figure(*variant.perplexity) +
+        ", above the bound " + Figure(bound) + " (default '" + reference.name + "' " +
+        Figure(*reference.perplexity) + " + " +
+        Figure(static_cast<double>(max_increase_ppm) / 1e4) + " %)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace tailcut

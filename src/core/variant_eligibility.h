@@ -12,6 +12,7 @@
 // Thread-safety: pure functions of their arguments.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,13 @@ Status CheckInterchangeable(const VariantConfig& variant, const PrecisionPolicy&
 // is, with `why` saying why each candidate was passed over.
 int SelectFastVariant(const std::vector<VariantConfig>& variants, const std::vector<bool>& loaded,
                       int accurate, const PrecisionPolicy& policy, std::string* why);
+
+// Generative models: ok when `variant`'s measured perplexity (model.yaml, `tailcut
+// perplexity` on a fixed text) is at most `max_increase_ppm` parts per million above the
+// default variant's (`reference`); FailedPrecondition naming both figures, or saying which
+// was never measured, otherwise. The controller then never moves an unpinned request to a
+// variant of measurably worse quality, and one never measured is served only when pinned.
+Status CheckPerplexityWithin(const VariantConfig& variant, const VariantConfig& reference,
+                             int64_t max_increase_ppm);
 
 }  // namespace tailcut

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 namespace tailcut {
@@ -136,6 +137,110 @@ Status ReadGenerativeConfig(const YAML::Node& root, const std::string& file,
   return Status::Ok();
 }
 
+// Reads a generative model.yaml's `precision` mapping (GenerativePrecisionConfig).
+Status ReadGenerativePrecision(const YAML::Node& root, const std::string& file,
+                               GenerativePrecisionConfig* out) {
+  const YAML::Node node = root["precision"];
+  if (!node) return Status::Ok();
+  if (!node.IsMap()) return Status::InvalidArgument("'" + file + "': precision must be a mapping");
+  for (const auto& kv : node) {
+    static const char* const kKnown[] = {"mode",
+                                         "prefill_variant",
+                                         "degrade_at_prefill_percent",
+                                         "restore_below_prefill_percent",
+                                         "min_window_tokens",
+                                         "window_seconds",
+                                         "interval_millis",
+                                         "min_dwell_millis",
+                                         "max_perplexity_increase_ppm"};
+    const std::string key = kv.first.as<std::string>("");
+    bool known = false;
+    for (const char* k : kKnown) known = known || key == k;
+    if (!known) {
+      return Status::InvalidArgument("'" + file + "': precision." + key + " is not a known key");
+    }
+  }
+  for (Status s : {ReadScalar(node, "mode", file, &out->mode),
+                   ReadScalar(node, "prefill_variant", file, &out->prefill_variant)}) {
+    if (!s.ok()) return s;
+  }
+  if (out->mode != "prefill" && out->mode != "off") {
+    return Status::InvalidArgument("'" + file + "': precision.mode '" + out->mode +
+                                   "' is not one of prefill, off");
+  }
+  struct Key {
+    const char* name;
+    int64_t* value;
+    int64_t min, max;
+  };
+  const Key keys[] = {{"degrade_at_prefill_percent", &out->degrade_at_prefill_percent, 0, 100},
+                      {"restore_below_prefill_percent", &out->restore_below_prefill_percent, 0,
+                       100},
+                      {"min_window_tokens", &out->min_window_tokens, 0, INT64_MAX},
+                      {"window_seconds", &out->window_seconds, 1, 3600},
+                      {"interval_millis", &out->interval_millis, 1, 3'600'000},
+                      {"min_dwell_millis", &out->min_dwell_millis, 0, INT64_MAX / 1000},
+                      {"max_perplexity_increase_ppm", &out->max_perplexity_increase_ppm, 0,
+                       INT64_MAX}};
+  for (const Key& key : keys) {
+    if (Status s = ReadScalar(node, key.name, file, key.value); !s.ok()) return s;
+    if (*key.value < key.min || *key.value > key.max) {
+      return Status::InvalidArgument("'" + file + "': precision." + key.name + " must be between " +
+                                     std::to_string(key.min) + " and " + std::to_string(key.max));
+    }
+  }
+  if (out->restore_below_prefill_percent > out->degrade_at_prefill_percent) {
+    return Status::InvalidArgument("'" + file +
+                                   "': precision.restore_below_prefill_percent must not exceed "
+                                   "degrade_at_prefill_percent (the hysteresis band)");
+  }
+  return Status::Ok();
+}
+
+// Reads a generative model.yaml's `variants` list: GGUF files with a free-form precision (the
+// GGUF weight type) and an optional measured perplexity.
+Status ReadGenerativeVariants(const YAML::Node& variants, const fs::path& dir,
+                              const std::string& file, std::vector<VariantConfig>* out) {
+  if (!variants.IsSequence() || variants.size() == 0) {
+    return Status::InvalidArgument("'" + file + "': variants must be a non-empty list");
+  }
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const YAML::Node v = variants[i];
+    const std::string where = "'" + file + "': variants[" + std::to_string(i) + "]";
+    if (!v.IsMap()) return Status::InvalidArgument(where + " must be a mapping");
+    VariantConfig variant;
+    std::string vfile;
+    for (Status st : {ReadScalar(v, "name", file, &variant.name),
+                      ReadScalar(v, "file", file, &vfile),
+                      ReadScalar(v, "precision", file, &variant.precision)}) {
+      if (!st.ok()) return st;
+    }
+    if (variant.name.empty() || vfile.empty()) {
+      return Status::InvalidArgument(where + " needs 'name' and 'file'");
+    }
+    if (const YAML::Node ppl = v["perplexity"]) {
+      double value = 0;
+      try {
+        value = ppl.as<double>();
+      } catch (const YAML::Exception&) {
+        return Status::InvalidArgument(where + ": 'perplexity' must be a number");
+      }
+      if (!(value >= 1.0)) return Status::InvalidArgument(where + ": 'perplexity' must be >= 1");
+      variant.perplexity = value;
+    }
+    for (const auto& other : *out) {
+      if (other.name == variant.name) {
+        return Status::InvalidArgument(where + ": the name '" + variant.name + "' is used twice");
+      }
+    }
+    // A sequence's tokens never depend on other sequences' (KvCacheLayout::kPerSequence).
+    variant.batch_invariant = true;
+    variant.file_path = (dir / vfile).string();
+    out->push_back(std::move(variant));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
@@ -203,14 +308,39 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
                                    "' is not one of text-embedding, tensor, generative");
   }
   if (config.kind == ModelKind::kGenerative) {
-    // The embedding keys (tokenizer, pooling, variants...) do not apply: the GGUF file holds
-    // its own vocabulary, and a quantisation is another model folder, not a variant.
-    if (root["variants"]) {
-      return Status::InvalidArgument("'" + file +
-                                     "': a generative model takes no 'variants' (serve "
-                                     "another quantisation from its own folder)");
-    }
+    // The embedding keys (tokenizer, pooling...) do not apply: the GGUF file holds its own
+    // vocabulary. Variants are other GGUF files of the same weights (another quantisation).
     if (Status s = ReadGenerativeConfig(root, file, &config.generation); !s.ok()) return s;
+    if (Status s = ReadGenerativePrecision(root, file, &config.generation.precision); !s.ok()) {
+      return s;
+    }
+    if (const YAML::Node variants = root["variants"]) {
+      if (root["file"]) {
+        return Status::InvalidArgument("'" + file +
+                                       "': give the GGUF files in 'variants' or 'file', not both");
+      }
+      if (Status s = ReadGenerativeVariants(variants, dir, file, &config.variants); !s.ok()) {
+        return s;
+      }
+      if (Status s = ReadScalar(root, "default_variant", file, &config.default_variant);
+          !s.ok()) {
+        return s;
+      }
+      if (config.default_variant.empty()) config.default_variant = config.variants.front().name;
+      bool found = false;
+      for (const auto& v : config.variants) {
+        if (v.name == config.default_variant) {
+          found = true;
+          config.file_path = v.file_path;
+        }
+      }
+      if (!found) {
+        return Status::InvalidArgument("'" + file + "': default_variant '" +
+                                       config.default_variant + "' is not one of the variants");
+      }
+      if (config.name.empty()) return Status::InvalidArgument("'" + file + "': name is empty");
+      return config;
+    }
     if (root["file"]) {
       config.file_path = (dir / model_file).string();
     } else {

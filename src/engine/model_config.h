@@ -47,6 +47,24 @@
 //   max_queue_delay_millis: 10000 # longest wait for KV space before a 429
 //   decode_threads: 1             # llama.cpp compute threads (see GenerativeModelOptions)
 //   batch_threads: 1
+//   variants:                     # optional: other GGUF files of the same weights; the
+//     - name: q4_1                #   first is the default unless default_variant names
+//       file: SmolLM2-135M-Instruct.Q4_1.gguf  # another. `precision` is the GGUF weight
+//       precision: q4_1           #   type (the alias a request may pin); `perplexity` is
+//       perplexity: 18.346        #   `tailcut perplexity` on a fixed text (unset: never
+//     - name: q8_0                #   measured, served only when pinned)
+//       file: SmolLM2-135M-Instruct.Q8_0.gguf
+//       precision: q8_0
+//       perplexity: 18.354
+//   default_variant: q4_1
+//   precision:                    # the controller that picks the variant of requests that
+//     mode: prefill               #   pin none (GenerativePrecisionConfig; "off" keeps the
+//     prefill_variant: q8_0       #   default variant)
+//
+// Without `variants` a generative model has one variant, its file, named after it. The
+// packaged model (scripts/setup.sh) lists its shipped Q4_1 and a Q8_0 that set-up makes from
+// it once, after the build, with `tailcut quantize-gguf` (see setup.sh); a variant whose file
+// is missing fails to load and is reported, the others still serve.
 //
 // Thread-safety: plain value types.
 #pragma once
@@ -70,6 +88,10 @@ struct VariantConfig {
   // True when each output row depends only on its own input row (no per-batch statistics),
   // so batching never changes a text's vector. Unknown counts as false.
   bool batch_invariant = false;
+  // Generative variants: perplexity on a fixed text (`tailcut perplexity`); unset = never
+  // measured. The precision controller only moves to a variant within its policy's bound of
+  // the default variant's (core/variant_eligibility.h).
+  std::optional<double> perplexity;
   // Measured fidelity to the reference variant the quantization tool compared against (the
   // FP32 export, which it lists with 1.0): cosine in [-1, 1], recall in [0, 1]; unset = never
   // measured.
@@ -77,6 +99,30 @@ struct VariantConfig {
   std::optional<double> fidelity_recall_at_10;
 };
 enum class Pooling { kNone, kMean, kCls };
+
+// model.yaml's `precision` mapping of a generative model with variants: how the precision
+// controller (core/generation_precision.h) moves requests that pin no variant between the
+// default variant and the one that prefills faster. Plain integers so that each is a key.
+struct GenerativePrecisionConfig {
+  // "prefill" (default): serve prefill_variant while prompt tokens are most of the tokens the
+  // model runs; "off": always the default variant (pins still work).
+  std::string mode = "prefill";
+  // The variant to move to; empty = the first loaded variant other than the default one
+  // whose measured perplexity is within max_perplexity_increase_ppm of the default's.
+  std::string prefill_variant;
+  // Hysteresis on the prefill share (prompt tokens / all tokens decoded, over the window).
+  int64_t degrade_at_prefill_percent = 75;
+  int64_t restore_below_prefill_percent = 60;
+  // Fewer tokens than this in the window is no evidence: no move away from the default on it
+  // (and a window with no tokens at all means idle: back to the default).
+  int64_t min_window_tokens = 256;
+  int64_t window_seconds = 10;
+  int64_t interval_millis = 1000;
+  int64_t min_dwell_millis = 10'000;
+  // The quality bound: perplexity at most this much (parts per million) above the default
+  // variant's. 10000 = 1 %; Q8_0 made from the shipped Q4_1 measured +0.05 %.
+  int64_t max_perplexity_increase_ppm = 10'000;
+};
 
 // The generation options of a kind: generative model, as model.yaml states them; the
 // generative servable turns them into GenerativeModelOptions and GenerationSchedulerOptions,
@@ -93,6 +139,7 @@ struct GenerativeConfig {
   int max_queue_delay_millis = 10'000;  // Longest wait for admission; 0 = no limit.
   int decode_threads = 1;
   int batch_threads = 1;
+  GenerativePrecisionConfig precision;
 };
 
 struct ModelConfig {

@@ -33,6 +33,12 @@ Result<GenerateRequest> ParseGenerate(std::string_view body_text, const std::str
                                      JsonTypeName(*params));
     }
     if (Status s = ReadGenerationParams(*params, "parameters.", false, &req); !s.ok()) return s;
+    // A precision variant pin, as KServe inference requests take it.
+    auto precision = ReadOptionalString(*params, "precision");
+    if (!precision.ok()) {
+      return Status::InvalidArgument("field 'parameters.precision' must be a string");
+    }
+    req.precision = precision->value_or("");
     auto stream = params->find("stream");
     if (stream != params->end() && !stream->is_null()) {
       if (!stream->is_boolean()) {

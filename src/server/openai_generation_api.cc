@@ -150,6 +150,10 @@ Result<GenerationCall> ParseGenerationRequest(std::string_view body_text, bool c
     req.prompt = std::move(prompt).value();
   }
   if (Status s = ReadGenerationParams(j, "", chat, &req); !s.ok()) return s;
+  // A precision variant pin, as /v1/embeddings takes it (a variant name or a GGUF type).
+  auto precision = ReadOptionalString(j, "precision");
+  if (!precision.ok()) return precision.status();
+  req.precision = precision->value_or("");
 
   auto n = ReadOptionalInt(j, "n");
   if (!n.ok()) return n.status();
@@ -266,6 +270,9 @@ class OpenAiEvents final : public GenerationEvents {
     prefix_ += chat_ ? ",\"object\":\"chat.completion.chunk\"" : ",\"object\":\"text_completion\"";
     prefix_ += ",\"created\":" + std::to_string(created_) + ",\"model\":";
     AppendJsonString(model_, &prefix_);
+    // The precision variant that generates the answer, in every chunk (as the header).
+    prefix_ += ",\"system_fingerprint\":";
+    AppendJsonString(start.variant, &prefix_);
     if (!chat_) return {};
     // OpenAI's first chat chunk names the role, with empty content.
     return {Chunk("\"delta\":{\"role\":\"assistant\",\"content\":\"\"}", "null", "null")};
@@ -370,6 +377,8 @@ std::string FormatResponse(bool chat, const std::string& id, int64_t created,
                         {"object", chat ? "chat.completion" : "text_completion"},
                         {"created", created},
                         {"model", model},
+                        // The precision variant that generated it (also X-Tailcut-Variant).
+                        {"system_fingerprint", g.start.variant},
                         {"choices", nlohmann::json::array({choice})},
                         {"usage", UsageJson(g.end.usage)}};
   // Generated text may end inside a character the model split; never fail to answer.

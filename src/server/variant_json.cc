@@ -21,6 +21,7 @@ nlohmann::json PrecisionJson(const ModelDescription& d) {
                            {"fidelity_min_cosine", optional(v.fidelity_min_cosine)},
                            {"fidelity_recall_at_10", optional(v.fidelity_recall_at_10)},
                            {"interchangeable", v.interchangeable}};
+    if (v.perplexity) item["perplexity"] = *v.perplexity;
     if (!v.not_interchangeable_reason.empty()) {
       item["why_not_interchangeable"] = v.not_interchangeable_reason;
     }

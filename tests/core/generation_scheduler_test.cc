@@ -352,10 +352,17 @@ TEST_F(GenerationSchedulerTest, MaxTokensEndsWithLengthAfterExactlyThatManyToken
   // 512 asked for, 4 streams of 128 rounded up to llama.cpp's 256.
   EXPECT_EQ(metrics.kv_capacity_cells->value(), 1024);
   scheduler_->Stop(/*drain=*/true);  // The gauges are published after the last step.
+  // The tokens the step loop ran (the precision controller's prefill share): the prompt, and
+  // every sampled token but the last fed back.
+  EXPECT_EQ(scheduler_->stats().prompt_tokens_decoded, end->usage.prompt_tokens);
+  EXPECT_EQ(scheduler_->stats().generated_tokens_decoded, 4);
   EXPECT_EQ(metrics.running_sequences->value(), 0);
   EXPECT_EQ(metrics.kv_reserved_cells->value(), 0);
   // Kept for reuse: the prompt and the 4 tokens decoded after it (the 5th was never decoded).
-  EXPECT_EQ(metrics.kv_used_cells->value(), end->usage.prompt_tokens + 4);
+  // A stopped scheduler has taken its share out of the model's gauges (which the model's
+  // other variants share).
+  EXPECT_EQ(scheduler_->stats().kv_used_cells, end->usage.prompt_tokens + 4);
+  EXPECT_EQ(metrics.kv_used_cells->value(), 0);
   const std::string text = registry_.Serialize();
   EXPECT_NE(text.find("tailcut_generation_time_to_first_token_seconds_count{model=\"smol\"} 1"),
             std::string::npos);

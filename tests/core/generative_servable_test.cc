@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/inference_service.h"
+#include "core/servable_metrics.h"
 #include "tests/engine/test_paths.h"
 
 namespace tailcut {
@@ -193,6 +194,136 @@ TEST_F(GenerativeServableTest, GeneratesAfterAReloadAndRefusesAfterShutdown) {
   end = Generate("smol");
   ASSERT_FALSE(end.ok());
   EXPECT_EQ(end.status().code(), Status::Code::kUnavailable);
+}
+
+// Two variants (the same GGUF under two names, so the test needs no second file): pins by
+// name and by type, an unknown pin refused naming both, every answer naming its variant, and
+// the controller, ticked by hand on a ManualClock, moving unpinned requests to the other
+// variant under prompt-heavy load and back when idle; the Prometheus series say so.
+TEST(GenerativeServableVariantsTest, PinsSwitchesAndReportsTheVariant) {
+  ASSERT_TRUE(fs::exists(testing::GgufPath()));
+  const fs::path dir = testing::TempDir("genvariants") / "smol";
+  fs::create_directories(dir);
+  fs::create_symlink(fs::absolute(testing::GgufPath()), dir / "a.gguf");
+  fs::create_symlink(fs::absolute(testing::GgufPath()), dir / "b.gguf");
+  std::ofstream(dir / "model.yaml")
+      << "kind: generative\ncontext_tokens: 512\nmax_sequences: 2\nbatch_tokens: 64\n"
+         "variants:\n"
+         "  - {name: base, file: a.gguf, precision: q4_1, perplexity: 18.346}\n"
+         "  - {name: wide, file: b.gguf, precision: q8_0, perplexity: 18.354}\n"
+         "  - {name: broken, file: missing.gguf, precision: f16, perplexity: 18.3}\n"
+         "precision: {min_window_tokens: 16, min_dwell_millis: 1000, window_seconds: 5}\n";
+  auto config = LoadModelConfig(dir.string());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  MetricsRegistry registry;
+  ServableMetricFamilies servable_families(registry);
+  GenerationMetricFamilies families(registry);
+  ManualClock clock;
+  GenerativeServableOptions options;
+  options.start_controller_thread = false;
+  auto loaded = GenerativeServable::Load(
+      *config, options,
+      families.ForModel("smol", servable_families.precision_active(),
+                        servable_families.precision_switches()),
+      clock);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  GenerativeServable& s = **loaded;
+
+  // Each prompt its own (a counter first): a repeated one would be found in the KV cache and
+  // not prefilled again, which is not the prompt-heavy load this test makes.
+  int asked = 0;
+  auto run = [&](const std::string& pin, int prompt_words) -> Result<GenerationEnd> {
+    GenerateRequest r;
+    r.prompt = std::to_string(++asked) + ". The capital of France is";
+    for (int i = 0; i < prompt_words; ++i) r.prompt += " and the capital of Spain";
+    r.max_tokens = 2;
+    r.sampling.temperature = 0.0f;
+    r.precision = pin;
+    auto sink = std::make_shared<EndSink>();
+    s.Generate(std::move(r), sink, s.Admit());
+    return sink->Wait();
+  };
+
+  auto end = run("", 0);
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->variant, "base");
+  end = run("wide", 0);
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_EQ(end->variant, "wide");
+  end = run("q8_0", 0);  // The type alias.
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->variant, "wide");
+  end = run("q2_k", 0);
+  ASSERT_FALSE(end.ok());
+  EXPECT_EQ(end.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(end.status().message().find("available: base (q4_1), wide (q8_0)"), std::string::npos)
+      << end.status().message();
+  end = run("broken", 0);  // Failed to load: not servable, not offered.
+  ASSERT_FALSE(end.ok());
+
+  ModelDescription d = s.Describe();
+  EXPECT_EQ(d.active_variant, "base");
+  EXPECT_EQ(d.default_variant, "base");
+  EXPECT_EQ(d.precision_policy, "prefill");
+  EXPECT_EQ(d.variants, (std::vector<std::string>{"base", "wide"}));
+  ASSERT_EQ(d.variant_details.size(), 3u);
+  EXPECT_TRUE(d.variant_details[1].interchangeable);
+  EXPECT_FALSE(d.variant_details[2].loaded);
+  EXPECT_FALSE(d.variant_details[2].error.empty());
+
+  // Prompt-heavy load (long prompts, 2 tokens each): the next tick moves unpinned requests.
+  s.ControllerTick();  // The window's first snapshot.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(run("", 10).ok());
+  clock.AdvanceMicros(1'000'000);
+  s.ControllerTick();
+  EXPECT_EQ(s.active_variant(), "wide");
+  end = run("", 0);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->variant, "wide");
+  end = run("base", 0);  // A pin still wins.
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->variant, "base");
+  EXPECT_EQ(s.Describe().precision_switches, 1);
+
+  // Idle for a whole window: back to the default (the first tick's window still holds the
+  // two short requests above, prompt-heavy too).
+  clock.AdvanceMicros(6'000'000);
+  s.ControllerTick();
+  EXPECT_EQ(s.active_variant(), "wide");
+  clock.AdvanceMicros(6'000'000);
+  s.ControllerTick();
+  EXPECT_EQ(s.active_variant(), "base");
+
+  // An administrator's pin overrides the controller until removed.
+  ASSERT_TRUE(s.SetActiveVariant("wide").ok());
+  EXPECT_EQ(s.Describe().precision_policy, "pinned");
+  end = run("", 0);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(end->variant, "wide");
+  EXPECT_FALSE(s.SetActiveVariant("nope").ok());
+  ASSERT_TRUE(s.SetActiveVariant("").ok());
+  EXPECT_EQ(s.active_variant(), "base");
+
+  const std::string text = registry.Serialize();
+  for (const char* series :
+       {"tailcut_generation_requests_total{model=\"smol\",variant=\"base\","
+        "chosen=\"request\"} 1",
+        "tailcut_generation_requests_total{model=\"smol\",variant=\"wide\","
+        "chosen=\"request\"} 2",
+        "tailcut_generation_requests_total{model=\"smol\",variant=\"wide\","
+        "chosen=\"server\"} 2",
+        "tailcut_precision_active{model=\"smol\",variant=\"base\"} 1",
+        "tailcut_precision_active{model=\"smol\",variant=\"wide\"} 0",
+        "tailcut_precision_switches_total{model=\"smol\",to=\"wide\"} 2",
+        // Both variants' KV caches, summed; nothing running.
+        "tailcut_generation_kv_cells_capacity{model=\"smol\"} 1024",
+        "tailcut_generation_running_sequences{model=\"smol\"} 0"}) {
+    EXPECT_NE(text.find(series), std::string::npos) << series << "\n" << text;
+  }
+  s.Stop(/*drain=*/true);
+  const std::string after = registry.Serialize();
+  EXPECT_NE(after.find("tailcut_generation_kv_cells_capacity{model=\"smol\"} 0"),
+            std::string::npos);
 }
 
 }  // namespace

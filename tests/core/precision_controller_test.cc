@@ -143,5 +143,39 @@ TEST_F(PrecisionControllerTest, OffPinsTheAccurateVariant) {
   EXPECT_FALSE(c.on_fast());
 }
 
+LoadSignals Tokens(int64_t tokens, double prefill_share) {
+  LoadSignals s;
+  s.window_tokens = tokens;
+  s.prefill_share = prefill_share;
+  return s;
+}
+
+// The generative mode: to the fast-prefilling variant at a prompt share >= 75 % of enough
+// tokens, back at <= 60 % or when idle, inside the band neither way; dwell as for the others.
+TEST(PrecisionControllerPrefillTest, MovesByThePrefillShareWithItsBandAndDwell) {
+  PrecisionPolicy policy;
+  policy.mode = "prefill";
+  policy.accurate_variant = "q4_1";
+  policy.fast_variant = "q8_0";
+  ManualClock clock(100 * kSecond);
+  PrecisionController c(policy, clock);
+  EXPECT_FALSE(c.Update(Tokens(100, 0.9)));  // Under min_window_tokens (256): no evidence.
+  EXPECT_FALSE(c.Update(Tokens(1000, 0.74)));
+  EXPECT_TRUE(c.Update(Tokens(1000, 0.75)));
+  EXPECT_EQ(c.current_variant(), "q8_0");
+  clock.AdvanceMicros(policy.min_dwell_micros);
+  EXPECT_FALSE(c.Update(Tokens(1000, 0.61)));  // Inside the band.
+  EXPECT_TRUE(c.Update(Tokens(1000, 0.60)));
+  EXPECT_EQ(c.current_variant(), "q4_1");
+  clock.AdvanceMicros(policy.min_dwell_micros);
+  ASSERT_TRUE(c.Update(Tokens(500, 1.0)));
+  EXPECT_FALSE(c.Update(Tokens(0, 0)));  // Idle, but within the dwell.
+  clock.AdvanceMicros(policy.min_dwell_micros);
+  EXPECT_TRUE(c.Update(Tokens(0, 0)));
+  EXPECT_FALSE(c.on_fast());
+  EXPECT_EQ(c.last_reason(), "idle: no tokens run in the window");
+  EXPECT_EQ(c.switches(), 4);
+}
+
 }  // namespace
 }  // namespace tailcut

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/engine/test_paths.h"
 
@@ -83,7 +86,58 @@ TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
                                        "variants: [{name: q, file: q.gguf}]\n";
   c = LoadModelConfig(dir.string());
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("no 'variants'"), std::string::npos);
+  EXPECT_NE(c.status().message().find("'variants' or 'file', not both"), std::string::npos);
+}
+
+TEST(ModelConfigTest, GenerativeVariantsAndPrecisionPolicy) {
+  auto dir = testing::TempDir("genvariants");
+  std::ofstream(dir / "model.yaml")
+      << "name: smol\nkind: generative\n"
+         "variants:\n"
+         "  - {name: q4_1, file: m.Q4_1.gguf, precision: q4_1, perplexity: 18.346}\n"
+         "  - {name: q8_0, file: m.Q8_0.gguf, precision: q8_0, perplexity: 18.354}\n"
+         "  - {name: raw, file: m.F16.gguf}\n"
+         "default_variant: q4_1\n"
+         "precision: {mode: prefill, prefill_variant: q8_0, degrade_at_prefill_percent: 80,\n"
+         "            restore_below_prefill_percent: 50, min_dwell_millis: 2000}\n";
+  auto c = LoadModelConfig(dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->variants.size(), 3u);
+  EXPECT_EQ(c->default_variant, "q4_1");
+  EXPECT_EQ(c->file_path, (dir / "m.Q4_1.gguf").string());
+  EXPECT_EQ(c->variants[1].name, "q8_0");
+  EXPECT_EQ(c->variants[1].precision, "q8_0");
+  EXPECT_EQ(c->variants[1].file_path, (dir / "m.Q8_0.gguf").string());
+  ASSERT_TRUE(c->variants[1].perplexity.has_value());
+  EXPECT_DOUBLE_EQ(*c->variants[1].perplexity, 18.354);
+  EXPECT_FALSE(c->variants[2].perplexity.has_value());
+  const GenerativePrecisionConfig& p = c->generation.precision;
+  EXPECT_EQ(p.mode, "prefill");
+  EXPECT_EQ(p.prefill_variant, "q8_0");
+  EXPECT_EQ(p.degrade_at_prefill_percent, 80);
+  EXPECT_EQ(p.restore_below_prefill_percent, 50);
+  EXPECT_EQ(p.min_dwell_millis, 2000);
+  EXPECT_EQ(p.window_seconds, GenerativePrecisionConfig{}.window_seconds);
+
+  for (const auto& [yaml, error] : std::vector<std::pair<std::string, std::string>>{
+           {"default_variant: nope\n", "default_variant 'nope'"},
+           {"precision: {mode: fast}\n", "precision.mode 'fast'"},
+           {"precision: {degrade_at_prefill_percent: 50, restore_below_prefill_percent: 70}\n",
+            "hysteresis"},
+           {"precision: {window_secs: 3}\n", "precision.window_secs is not a known key"},
+       }) {
+    std::ofstream(dir / "model.yaml") << "kind: generative\nvariants: [{name: a, file: a.gguf},"
+                                         " {name: b, file: b.gguf}]\n"
+                                      << yaml;
+    c = LoadModelConfig(dir.string());
+    ASSERT_FALSE(c.ok()) << yaml;
+    EXPECT_NE(c.status().message().find(error), std::string::npos) << c.status().message();
+  }
+  std::ofstream(dir / "model.yaml") << "kind: generative\nvariants: [{name: a, file: a.gguf},"
+                                       " {name: a, file: b.gguf}]\n";
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("used twice"), std::string::npos);
 }
 
 TEST(ModelConfigTest, BadValuesNameTheKey) {

@@ -33,6 +33,18 @@ TEST_F(KServeGenerateTest, GenerateAnswersTritonsResponseObject) {
   EXPECT_NE(ex->response_header("Server-Timing").find("decode;dur="), std::string::npos);
 }
 
+TEST_F(KServeGenerateTest, ParametersPrecisionPinsTheVariantAndTheHeaderNamesIt) {
+  auto ex = h.Post("/v2/models/smol/generate",
+                   R"({"text_input": "Say hi", "parameters": {"precision": "q8_0"}})");
+  ASSERT_EQ(ex->response()->status, 200u) << ex->response()->body;
+  EXPECT_EQ(h.api.requests.at(0).precision, "q8_0");
+  EXPECT_EQ(ex->response_header("X-Tailcut-Variant"), "q8_0");
+  ex = h.Post("/v2/models/smol/generate",
+              R"({"text_input": "Say hi", "parameters": {"precision": ["q8_0"]}})");
+  EXPECT_EQ(ex->response()->status, 400u);
+  EXPECT_NE(ex->response()->body.find("parameters.precision"), std::string::npos);
+}
+
 TEST_F(KServeGenerateTest, GenerateStreamSendsOneEventPerPieceAndEnds) {
   auto ex = h.Post("/v2/models/smol/generate_stream",
                    R"({"text_input": "Say hi", "parameters": {"stream": true}})");

@@ -64,6 +64,30 @@ TEST_F(OpenAiGenerationTest, CompletionPassesItsFieldsToTheCoreAndAnswersInOpenA
   EXPECT_FALSE(ex->response_header("traceparent").empty());
 }
 
+// The precision pin reaches the core as embedding requests' does, and every answer names the
+// variant that generated it: the header and OpenAI's system_fingerprint, in the body and in
+// every streamed chunk.
+TEST_F(OpenAiGenerationTest, PassesThePrecisionPinAndNamesTheVariantInEveryAnswer) {
+  auto ex = h.Post("/v1/completions", R"({"model": "smol", "prompt": "p", "precision": "q8_0"})");
+  ASSERT_EQ(ex->response()->status, 200u) << ex->response()->body;
+  EXPECT_EQ(h.api.requests.at(0).precision, "q8_0");
+  EXPECT_EQ(json::parse(ex->response()->body)["system_fingerprint"], "q8_0");
+  EXPECT_EQ(ex->response_header("X-Tailcut-Variant"), "q8_0");
+
+  ex = h.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}],
+      "stream": true})");
+  ASSERT_TRUE(ex->stream());
+  EXPECT_EQ(h.api.requests.at(1).precision, "");
+  const auto events = SseData(ex->stream()->body());
+  ASSERT_GE(events.size(), 2u);
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(json::parse(events[i])["system_fingerprint"], "q8_0") << events[i];
+  }
+  ex = h.Post("/v1/completions", R"({"prompt": "p", "precision": 8})");
+  EXPECT_EQ(ex->response()->status, 400u);
+  EXPECT_NE(ex->response()->body.find("precision"), std::string::npos);
+}
+
 TEST_F(OpenAiGenerationTest, ChatPassesItsMessagesAndAnswersWithAnAssistantMessage) {
   auto ex = h.Post("/v1/chat/completions", R"({"messages": [
       {"role": "developer", "content": "Be brief."},
