@@ -13,10 +13,10 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
       queue_(r.AddHistogram("tailcut_generation_queue_seconds",
                             "Time a generation request waited for admission (KV space, a "
                             "free sequence)",
-                            LatencyBucketsSeconds(), {"model"})),
+                            LongLatencyBucketsSeconds(), {"model"})),
       duration_(r.AddHistogram("tailcut_generation_duration_seconds",
                                "Time from a generation request's arrival to its end",
-                               LatencyBucketsSeconds(), {"model"})),
+                               LongLatencyBucketsSeconds(), {"model"})),
       prompt_tokens_(r.AddCounter("tailcut_generation_prompt_tokens_total",
                                   "Prompt tokens of admitted generation requests", {"model"})),
       generated_tokens_(r.AddCounter("tailcut_generation_generated_tokens_total",
