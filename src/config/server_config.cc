@@ -1,148 +1,22 @@
+// The settings table: every setting of `tailcut serve`, one entry each, and the lookups and
+// public queries (ConfigKeys, FormatConfigValue) over it. docs/configuration.md is generated
+// from it (reference_markdown.cc).
 #include "config/server_config.h"
 
-#include <yaml-cpp/yaml.h>
-
-#include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <charconv>
-#include <cstring>
-#include <fstream>
-#include <functional>
+#include <cstdint>
 #include <limits>
-#include <set>
-#include <sstream>
-#include <type_traits>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
-#include <variant>
+#include <vector>
 
-extern char** environ;  // POSIX; declared here so no feature-test macro is needed.
+#include "config/settings.h"
+#include "config/value_parsing.h"
 
 namespace tailcut {
+namespace config_internal {
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// The settings table's building blocks.
-
-enum class Kind { kInt, kBool, kString };
-
-// A parsed value, before it is stored in its field(s). Integers travel as int64_t in the
-// setting's own unit (the key's: requests.default_timeout_millis carries milliseconds).
-using Value = std::variant<int64_t, bool, std::string>;
-
-constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-
-struct Setting {
-  std::string key;
-  Kind kind = Kind::kString;
-  std::string description;
-  std::string alias;  // A short flag ("--port"), or empty.
-  // Integers: the accepted range. It starts as what the field's type can hold (divided by
-  // the unit scale) and is narrowed by AtLeast()/AtMost(); the explicit flags record which
-  // bounds are the setting's own, for the reference's Type column.
-  int64_t min = kInt64Min;
-  int64_t max = kInt64Max;
-  bool explicit_min = false;
-  bool explicit_max = false;
-  // Closed set of accepted values (matched case-insensitively, stored as listed); empty = any.
-  std::vector<std::string> choices;
-  bool non_empty = false;  // Strings: "" is refused.
-
-  std::function<void(ServerConfig&, const Value&)> set;
-  std::function<Value(const ServerConfig&)> get;
-  // False when the fields a setting writes (text and tensor servables, say) hold different
-  // values, in which case get() could not name "the" default. Checked by a test.
-  std::function<bool(const ServerConfig&)> consistent;
-
-  Setting&& Alias(std::string flag) && {
-    alias = std::move(flag);
-    return std::move(*this);
-  }
-  Setting&& AtLeast(int64_t v) && {
-    min = std::max(min, v);
-    explicit_min = true;
-    return std::move(*this);
-  }
-  Setting&& AtMost(int64_t v) && {
-    max = std::min(max, v);
-    explicit_max = true;
-    return std::move(*this);
-  }
-  Setting&& OneOf(std::vector<std::string> values) && {
-    choices = std::move(values);
-    return std::move(*this);
-  }
-  Setting&& NonEmpty() && {
-    non_empty = true;
-    return std::move(*this);
-  }
-};
-
-template <typename F>
-Value ReadField(const F& field, int64_t scale) {
-  if constexpr (std::is_same_v<F, bool> || std::is_same_v<F, std::string>) {
-    return field;
-  } else {
-    return static_cast<int64_t>(field) / scale;
-  }
-}
-
-template <typename F>
-void StoreField(F& field, const Value& value, int64_t scale) {
-  if constexpr (std::is_same_v<F, bool> || std::is_same_v<F, std::string>) {
-    field = std::get<F>(value);
-  } else {
-    // In range by construction: the setting's bounds are the field type's divided by scale.
-    field = static_cast<F>(std::get<int64_t>(value) * scale);
-  }
-}
-
-// A setting stored in one or more fields, each named by an accessor `[](auto& c) -> auto& {
-// return c.some.field; }` (generic, so one lambda serves reads and writes). The first field
-// is the one read back; the others receive the same value (text and tensor servables share
-// batching settings). `scale` converts the key's unit to the field's (millis -> micros).
-template <typename Access, typename... More>
-Setting Bind(std::string key, std::string description, int64_t scale, Access access, More... more) {
-  using F = std::remove_cvref_t<decltype(access(std::declval<ServerConfig&>()))>;
-  static_assert(
-      (std::is_same_v<F, std::remove_cvref_t<decltype(more(std::declval<ServerConfig&>()))>> &&
-       ...),
-      "every field of one setting must have the same type");
-  Setting s;
-  s.key = std::move(key);
-  s.description = std::move(description);
-  if constexpr (std::is_same_v<F, bool>) {
-    s.kind = Kind::kBool;
-  } else if constexpr (std::is_same_v<F, std::string>) {
-    s.kind = Kind::kString;
-  } else {
-    static_assert(std::is_integral_v<F>, "settings are integers, booleans or strings");
-    s.kind = Kind::kInt;
-    if constexpr (std::is_signed_v<F>) {
-      s.min = static_cast<int64_t>(std::numeric_limits<F>::min()) / scale;
-    } else {
-      s.min = 0;
-    }
-    const uint64_t type_max = static_cast<uint64_t>(std::numeric_limits<F>::max());
-    s.max = static_cast<int64_t>(std::min<uint64_t>(type_max, kInt64Max)) / scale;
-  }
-  s.set = [=](ServerConfig& c, const Value& v) {
-    StoreField(access(c), v, scale);
-    (StoreField(more(c), v, scale), ...);
-  };
-  s.get = [=](const ServerConfig& c) { return ReadField(access(c), scale); };
-  s.consistent = [=](const ServerConfig& c) {
-    const Value first = ReadField(access(c), scale);
-    return ((ReadField(more(c), scale) == first) && ...);
-  };
-  return s;
-}
-
-template <typename Access, typename... More>
-Setting Field(std::string key, std::string description, Access access, More... more) {
-  return Bind(std::move(key), std::move(description), 1, access, more...);
-}
 
 // ---------------------------------------------------------------------------------------------
 // The table. Order is the reference's order. Descriptions are one line: what the setting does
@@ -653,6 +527,8 @@ std::vector<Setting> BuildSettings() {
   return t;
 }
 
+}  // namespace
+
 const std::vector<Setting>& Settings() {
   static const std::vector<Setting> settings = BuildSettings();
   return settings;
@@ -684,191 +560,6 @@ const std::vector<std::pair<std::string, std::string>>& Sections() {
   return sections;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Names derived from a key.
-
-constexpr std::string_view kEnvPrefix = "TAILCUT_";
-
-std::string EnvName(std::string_view key) {
-  std::string env(kEnvPrefix);
-  for (char ch : key) {
-    env += ch == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  }
-  return env;
-}
-
-std::string FlagName(std::string_view key) {
-  return "--" + std::string(key);
-}
-
-std::string_view SectionOf(std::string_view key) {
-  return key.substr(0, key.find('.'));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Text -> value, shared by all three sources so a value means the same everywhere.
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
-std::string JoinChoices(const std::vector<std::string>& choices) {
-  std::string out;
-  for (const auto& c : choices) out += (out.empty() ? "" : ", ") + c;
-  return out;
-}
-
-// The value as it appears in an error: quoted when it would otherwise be invisible or
-// ambiguous (empty, or with spaces at an end).
-std::string ShowValue(std::string_view text) {
-  const bool quote = text.empty() || std::isspace(static_cast<unsigned char>(text.front())) ||
-                     std::isspace(static_cast<unsigned char>(text.back()));
-  return quote ? "\"" + std::string(text) + "\"" : std::string(text);
-}
-
-// Parses `text` for `s`; on failure returns nullopt and sets `problem` to a phrase that
-// follows the value ("is not an integer").
-std::optional<Value> ParseValue(const Setting& s, std::string_view text, std::string* problem) {
-  switch (s.kind) {
-    case Kind::kBool: {
-      const std::string v = Lower(text);
-      if (v == "true" || v == "1" || v == "yes") return Value(true);
-      if (v == "false" || v == "0" || v == "no") return Value(false);
-      *problem = "is not a boolean (true/false, 1/0, yes/no)";
-      return std::nullopt;
-    }
-    case Kind::kInt: {
-      int64_t v = 0;
-      const char* end = text.data() + text.size();
-      const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-      if (ec == std::errc::result_out_of_range && ptr == end) {
-        *problem = text.front() == '-' ? "is too small: must be at least " + std::to_string(s.min)
-                                       : "is too large: must be at most " + std::to_string(s.max);
-        return std::nullopt;
-      }
-      if (ec != std::errc() || ptr != end || text.empty()) {
-        *problem = "is not an integer";
-        return std::nullopt;
-      }
-      if (!s.choices.empty() &&
-          std::find(s.choices.begin(), s.choices.end(), std::to_string(v)) == s.choices.end()) {
-        *problem = "is not one of " + JoinChoices(s.choices);
-        return std::nullopt;
-      }
-      if (v < s.min) {
-        *problem = "is too small: must be at least " + std::to_string(s.min);
-        return std::nullopt;
-      }
-      if (v > s.max) {
-        *problem = "is too large: must be at most " + std::to_string(s.max);
-        return std::nullopt;
-      }
-      return Value(v);
-    }
-    case Kind::kString: {
-      if (!s.choices.empty()) {
-        const std::string v = Lower(text);
-        for (const auto& c : s.choices) {
-          if (v == c) return Value(c);
-        }
-        *problem = "is not one of " + JoinChoices(s.choices);
-        return std::nullopt;
-      }
-      if (s.non_empty && text.empty()) {
-        *problem = "must not be empty";
-        return std::nullopt;
-      }
-      return Value(std::string(text));
-    }
-  }
-  return std::nullopt;
-}
-
-std::string KindName(const Setting& s) {
-  switch (s.kind) {
-    case Kind::kBool:
-      return "a boolean";
-    case Kind::kInt:
-      return "an integer";
-    case Kind::kString:
-      return "a string";
-  }
-  return "a value";
-}
-
-std::string FormatValue(const Value& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
-  return std::get<std::string>(v);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Typo suggestions.
-
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// A name a typo may have been aimed at: `leaf` is the part after the section, so that a
-// setting put in the wrong section ("server.max_batch_size") is recognised.
-struct Candidate {
-  std::string name;
-  std::string leaf;
-};
-
-// " (did you mean X?)" for the candidate nearest to the unknown `name`, or "" when none is
-// near. An exact leaf match (the setting exists, in another section) beats any spelling.
-std::string Suggestion(std::string_view name, std::string_view leaf,
-                       const std::vector<Candidate>& candidates) {
-  const std::string lower = Lower(name);
-  const std::string lower_leaf = Lower(leaf);
-  const Candidate* best = nullptr;
-  size_t best_distance = std::max<size_t>(2, name.size() / 4) + 1;
-  for (const auto& c : candidates) {
-    const size_t d = Lower(c.leaf) == lower_leaf ? 0 : EditDistance(lower, Lower(c.name));
-    if (d < best_distance) {
-      best = &c;
-      best_distance = d;
-    }
-  }
-  return best == nullptr ? "" : " (did you mean " + best->name + "?)";
-}
-
-std::vector<std::string> AllKeys() {
-  std::vector<std::string> keys;
-  for (const auto& s : Settings()) keys.push_back(s.key);
-  return keys;
-}
-
-std::string_view AfterFirst(std::string_view s, char separator) {
-  const size_t pos = s.find(separator);
-  return pos == std::string_view::npos ? s : s.substr(pos + 1);
-}
-
-// Keys and section names, for unknown YAML keys at any depth.
-std::vector<Candidate> KeyCandidates() {
-  std::vector<Candidate> out;
-  for (const auto& [section, intro] : Sections()) out.push_back({section, section});
-  for (const auto& s : Settings()) out.push_back({s.key, std::string(AfterFirst(s.key, '.'))});
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sources.
-
 const Setting* FindSetting(std::string_view key) {
   for (const auto& s : Settings()) {
     if (s.key == key) return &s;
@@ -876,7 +567,6 @@ const Setting* FindSetting(std::string_view key) {
   return nullptr;
 }
 
-// Whether `path` names a section (a proper prefix of some key at a dot).
 bool IsSection(std::string_view path) {
   for (const auto& s : Settings()) {
     if (s.key.size() > path.size() && s.key.compare(0, path.size(), path) == 0 &&
@@ -886,379 +576,6 @@ bool IsSection(std::string_view path) {
   }
   return false;
 }
-
-std::string NodeKindName(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Null:
-      return "empty";
-    default:
-      return "a scalar";
-  }
-}
-
-class FileApplier {
- public:
-  FileApplier(std::string path, ServerConfig* config, std::vector<std::string>* errors)
-      : path_(std::move(path)), config_(config), errors_(errors) {}
-
-  void Apply() {
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) {
-      errors_->push_back("cannot read config file " + path_ + ": " + std::strerror(errno));
-      return;
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    YAML::Node root;
-    try {
-      root = YAML::Load(text.str());
-    } catch (const YAML::ParserException& e) {
-      errors_->push_back(Where(e.mark) + "invalid YAML: " + e.msg);
-      return;
-    }
-    if (root.IsNull()) return;  // An empty file (or only comments) sets nothing.
-    if (!root.IsMap()) {
-      errors_->push_back(Where(root.Mark()) + "the top level must be a map of sections, not " +
-                         NodeKindName(root));
-      return;
-    }
-    Walk(root, "");
-  }
-
- private:
-  // "server.port" -> "server: {port: ...}".
-  static std::string Nested(std::string_view path) {
-    std::string out;
-    size_t depth = 0;
-    size_t start = 0;
-    for (size_t dot = path.find('.'); dot != std::string_view::npos;
-         start = dot + 1, dot = path.find('.', start), ++depth) {
-      out += std::string(path.substr(start, dot - start)) + ": {";
-    }
-    out += std::string(path.substr(start)) + ": ...";
-    return out + std::string(depth, '}');
-  }
-
-  std::string Where(const YAML::Mark& mark) const {
-    if (mark.is_null()) return path_ + ": ";
-    return path_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) +
-           ": ";
-  }
-
-  void Walk(const YAML::Node& map, const std::string& prefix) {
-    std::set<std::string> seen;
-    for (const auto& entry : map) {
-      // Copies (cheap handles): the iterator's pair is a temporary.
-      const YAML::Node key_node = entry.first;
-      const YAML::Node value = entry.second;
-      if (!key_node.IsScalar()) {
-        errors_->push_back(Where(key_node.Mark()) + "keys must be plain names, not " +
-                           NodeKindName(key_node));
-        continue;
-      }
-      const std::string path =
-          prefix.empty() ? key_node.Scalar() : prefix + "." + key_node.Scalar();
-      // yaml-cpp keeps both copies of a repeated key; which one wins would be an accident.
-      if (!seen.insert(key_node.Scalar()).second) {
-        errors_->push_back(Where(key_node.Mark()) + path + " is given twice");
-        continue;
-      }
-      if (key_node.Scalar().find('.') != std::string::npos) {
-        // One spelling per setting: a flat "server.port" beside a nested one would be two
-        // values for one key.
-        errors_->push_back(Where(key_node.Mark()) + "unknown key " + path +
-                           " (keys are not dotted in files: write it " + Nested(path) + ")");
-      } else if (const Setting* s = FindSetting(path)) {
-        ApplyLeaf(*s, key_node, value);
-      } else if (IsSection(path)) {
-        if (value.IsNull()) continue;  // "server:" with everything below commented out.
-        if (!value.IsMap()) {
-          errors_->push_back(Where(value.Mark()) + path + " must be a map of settings, not " +
-                             NodeKindName(value));
-          continue;
-        }
-        Walk(value, path);
-      } else {
-        errors_->push_back(Where(key_node.Mark()) + "unknown key " + path +
-                           Suggestion(path, AfterFirst(path, '.'), KeyCandidates()));
-      }
-    }
-  }
-
-  void ApplyLeaf(const Setting& s, const YAML::Node& key_node, const YAML::Node& value) {
-    if (value.IsNull()) {
-      errors_->push_back(Where(key_node.Mark()) + s.key +
-                         " has no value (remove the key to keep the default)");
-      return;
-    }
-    if (!value.IsScalar()) {
-      errors_->push_back(Where(value.Mark()) + s.key + " must be " + KindName(s) + ", not " +
-                         NodeKindName(value));
-      return;
-    }
-    std::string problem;
-    const auto parsed = ParseValue(s, value.Scalar(), &problem);
-    if (!parsed) {
-      errors_->push_back(Where(value.Mark()) + s.key + "=" + ShowValue(value.Scalar()) + " " +
-                         problem);
-      return;
-    }
-    s.set(*config_, *parsed);
-  }
-
-  const std::string path_;
-  ServerConfig* const config_;
-  std::vector<std::string>* const errors_;
-};
-
-void ApplyEnvironment(const std::map<std::string, std::string>& env, ServerConfig* config,
-                      std::vector<std::string>* errors) {
-  std::set<std::string> env_names;
-  std::vector<Candidate> candidates;
-  for (const auto& s : Settings()) {
-    const std::string name = EnvName(s.key);
-    env_names.insert(name);
-    candidates.push_back({name, EnvName(AfterFirst(s.key, '.')).substr(kEnvPrefix.size())});
-    const auto it = env.find(name);
-    if (it == env.end()) continue;
-    std::string problem;
-    const auto parsed = ParseValue(s, it->second, &problem);
-    if (!parsed) {
-      errors->push_back(name + "=" + ShowValue(it->second) + " " + problem);
-      continue;
-    }
-    s.set(*config, *parsed);
-  }
-  // A variable in a settings section that names no setting is a typo (or a removed setting)
-  // that would otherwise leave the default silently in force. Other TAILCUT_* variables
-  // (TAILCUT_CONFIG, TAILCUT_MODEL_DIR of other commands, build variables) are not ours.
-  for (const auto& [name, value] : env) {
-    if (env_names.count(name) > 0) continue;
-    for (const auto& [section, intro] : Sections()) {
-      const std::string prefix = EnvName(section) + "_";
-      if (name.starts_with(prefix)) {
-        errors->push_back("unknown environment variable " + name +
-                          Suggestion(name, name.substr(prefix.size()), candidates));
-        break;
-      }
-    }
-  }
-}
-
-std::map<std::string, std::string> ProcessEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const size_t eq = entry.find('=');
-    if (eq == std::string_view::npos) continue;
-    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
-}
-
-std::string TypeDescription(const Setting& s) {
-  switch (s.kind) {
-    case Kind::kBool:
-      return "boolean";
-    case Kind::kString:
-      if (!s.choices.empty()) {
-        std::string out = "one of ";
-        for (size_t i = 0; i < s.choices.size(); ++i) {
-          out += (i ? ", `" : "`") + s.choices[i] + "`";
-        }
-        return out;
-      }
-      return s.non_empty ? "non-empty string" : "string";
-    case Kind::kInt:
-      if (!s.choices.empty()) return "one of " + JoinChoices(s.choices);
-      if (s.explicit_min && s.explicit_max) {
-        return "integer " + std::to_string(s.min) + ".." + std::to_string(s.max);
-      }
-      if (s.explicit_min) return "integer >= " + std::to_string(s.min);
-      return "integer";
-  }
-  return "";
-}
-
-std::string EscapeCell(std::string_view text) {
-  std::string out;
-  for (char ch : text) {
-    if (ch == '|') out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
-}  // namespace
-
-// -------------------------------------------------------------------------------------------
-// ServerConfigLoader
-
-ServerConfigLoader::ServerConfigLoader(CLI::App& cmd) {
-  config_option_ = cmd.add_option("--config", config_raw_,
-                                  "YAML config file (overrides defaults; overridden by "
-                                  "environment and flags) [env TAILCUT_CONFIG]");
-  config_option_->type_name("PATH")->group("Common options");
-
-  const ServerConfig defaults;  // Shown in --help only; Load() starts from its own.
-  const std::vector<Setting>& settings = Settings();
-  for (size_t i = 0; i < settings.size(); ++i) {
-    const Setting& s = settings[i];
-    const std::string type = s.kind == Kind::kBool  ? "[=BOOL]"
-                             : s.kind == Kind::kInt ? "INT"
-                             : !s.choices.empty()   ? "LEVEL"
-                                                    : "TEXT";
-    const auto add = [&](const std::string& name, const std::string& help,
-                         const std::string& group) {
-      Flag& flag = flags_.emplace_back();
-      flag.setting = i;
-      flag.name = name;
-      // Booleans are flags, so `--models.lazy_loading` alone means true; `=false` still works.
-      const std::string shown_default = FormatValue(s.get(defaults));
-      if (s.kind == Kind::kBool) {
-        // CLI11 would print "[=BOOL]=false", which reads like usage; say it in words.
-        flag.option = cmd.add_flag(name, flag.raw, help + " (default " + shown_default + ")");
-      } else {
-        // default_str() is display only: nothing is stored unless the flag is given.
-        flag.option = cmd.add_option(name, flag.raw, help)->default_str(shown_default);
-      }
-      flag.option->type_name(type)
-          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-          ->group(group);
-    };
-    add(FlagName(s.key), s.description + " [env " + EnvName(s.key) + "]",
-        "Settings (see docs/configuration.md)");
-    if (!s.alias.empty()) {
-      // A separate option, not a second name of the first, so errors name the flag as typed.
-      add(s.alias, s.description + " Same as " + FlagName(s.key) + ".", "Common options");
-    }
-  }
-}
-
-Result<ServerConfig> ServerConfigLoader::Load(
-    const std::map<std::string, std::string>* env_override) {
-  const std::map<std::string, std::string> env =
-      env_override != nullptr ? *env_override : ProcessEnvironment();
-  ServerConfig config;
-  std::vector<std::string> errors;
-
-  // An explicit --config "" means no file, even when TAILCUT_CONFIG names one.
-  config_path_.clear();
-  if (config_option_->count() > 0) {
-    config_path_ = config_raw_;
-  } else if (const auto it = env.find("TAILCUT_CONFIG"); it != env.end()) {
-    config_path_ = it->second;
-  }
-  if (!config_path_.empty()) FileApplier(config_path_, &config, &errors).Apply();
-
-  ApplyEnvironment(env, &config, &errors);
-
-  const std::vector<Setting>& settings = Settings();
-  std::map<size_t, const Flag*> given;  // Setting -> the flag that set it.
-  for (const Flag& flag : flags_) {
-    if (flag.option->count() == 0) continue;
-    // "--port 1 --server.port 2": CLI11 does not tell their order, so neither may win.
-    if (const auto [it, first] = given.emplace(flag.setting, &flag); !first) {
-      errors.push_back(it->second->name + " and " + flag.name +
-                       " are the same setting; give only one");
-      continue;
-    }
-    const Setting& s = settings[flag.setting];
-    std::string problem;
-    const auto parsed = ParseValue(s, flag.raw, &problem);
-    if (!parsed) {
-      errors.push_back(flag.name + "=" + ShowValue(flag.raw) + " " + problem);
-      continue;
-    }
-    s.set(config, *parsed);
-  }
-
-  if (!errors.empty()) {
-    std::string message;
-    for (const auto& e : errors) message += (message.empty() ? "" : "; ") + e;
-    return Status::InvalidArgument(message);
-  }
-  return config;
-}
-
-// -------------------------------------------------------------------------------------------
-// Reference
-
-std::string ConfigReferenceMarkdown() {
-  const ServerConfig defaults;
-  std::string md;
-  md +=
-      "# Configuration\n"
-      "\n"
-      "<!-- Generated from the settings table in src/config/server_config.cc by\n"
-      "     ConfigReferenceMarkdown(); do not edit by hand. config_test fails when this file\n"
-      "     is stale and prints the command that regenerates it. -->\n"
-      "\n"
-      "`tailcut serve` takes every setting from four places. Each overrides the ones above "
-      "it:\n"
-      "\n"
-      "1. **Built-in defaults** (the Default column below).\n"
-      "2. **A YAML config file**, named by `--config PATH` or else by `$TAILCUT_CONFIG`. "
-      "Without either, no file is read. `--config \"\"` reads none even when "
-      "`$TAILCUT_CONFIG` is set.\n"
-      "3. **Environment variables**: `TAILCUT_` followed by the key upper-cased, dots "
-      "replaced by underscores.\n"
-      "4. **Command-line flags**: `--` followed by the key, and a short alias for the common "
-      "settings. A flag given twice takes its last value.\n"
-      "\n"
-      "So `server.port` is written `server: {port: 9000}` in the file (one nested map per "
-      "dot), `TAILCUT_SERVER_PORT=9000` in the environment, and `--server.port 9000` or "
-      "`--port 9000` on the command line. [example-config.yaml](example-config.yaml) is an "
-      "example file.\n"
-      "\n"
-      "Mistakes stop the server at start-up with a message naming the source and the value "
-      "(`config.yaml:3:9: server.port=abc is not an integer`, `TAILCUT_SERVER_PORT=abc is "
-      "not an integer`): unknown keys in the file, unknown `TAILCUT_<SECTION>_*` variables "
-      "(a typo must not leave a default silently in force), values of the wrong type, and "
-      "values out of range. A bad value is an error even where a higher source overrides "
-      "it. Every mistake is reported at once.\n"
-      "\n"
-      "Booleans accept `true`/`false`, `1`/`0` and `yes`/`no`. A boolean flag given bare "
-      "means true (`--models.lazy_loading`); give a value with `=` "
-      "(`--models.lazy_loading=false`). Relative paths are relative to the working folder, "
-      "not to the config file.\n";
-
-  const std::vector<Setting>& settings = Settings();
-  for (const auto& [section, intro] : Sections()) {
-    md += "\n## " + section + "\n\n" + intro + "\n\n";
-    md += "| Key | Environment variable | Flag | Type | Default | Description |\n";
-    md += "|---|---|---|---|---|---|\n";
-    for (const auto& s : settings) {
-      if (SectionOf(s.key) != section) continue;
-      std::string flags = "`" + FlagName(s.key) + "`";
-      if (!s.alias.empty()) flags += ", `" + s.alias + "`";
-      const std::string value = FormatValue(s.get(defaults));
-      const std::string shown = value.empty() ? "`\"\"`" : "`" + value + "`";
-      md += "| `" + s.key + "` | `" + EnvName(s.key) + "` | " + flags + " | " +
-            EscapeCell(TypeDescription(s)) + " | " + EscapeCell(shown) + " | " +
-            EscapeCell(s.description) + " |\n";
-    }
-  }
-  return md;
-}
-
-std::vector<std::string> ConfigKeys() {
-  return AllKeys();
-}
-
-std::optional<std::string> FormatConfigValue(const ServerConfig& config, std::string_view key) {
-  const Setting* s = FindSetting(key);
-  if (s == nullptr) return std::nullopt;
-  // Secrets are never printed, not even in an effective-configuration dump.
-  if (key.ends_with("password") || key.ends_with("_keys")) return std::string(s->get(config) == Value(std::string()) ? "" : "***");
-  return FormatValue(s->get(config));
-}
-
-namespace config_internal {
 
 // For tests: whether every setting's fields agree in a default-constructed ServerConfig, so
 // the reference's single Default per key is true of all of them. Returns the first key whose
@@ -1272,5 +589,25 @@ std::string FirstInconsistentDefault() {
 }
 
 }  // namespace config_internal
+
+using config_internal::FindSetting;
+using config_internal::FormatValue;
+using config_internal::Setting;
+using config_internal::Settings;
+using config_internal::Value;
+
+std::vector<std::string> ConfigKeys() {
+  std::vector<std::string> keys;
+  for (const auto& s : Settings()) keys.push_back(s.key);
+  return keys;
+}
+
+std::optional<std::string> FormatConfigValue(const ServerConfig& config, std::string_view key) {
+  const Setting* s = FindSetting(key);
+  if (s == nullptr) return std::nullopt;
+  // Secrets are never printed, not even in an effective-configuration dump.
+  if (key.ends_with("password") || key.ends_with("_keys")) return std::string(s->get(config) == Value(std::string()) ? "" : "***");
+  return FormatValue(s->get(config));
+}
 
 }  // namespace tailcut

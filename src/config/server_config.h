@@ -21,6 +21,17 @@
 //
 // docs/configuration.md is ConfigReferenceMarkdown()'s output; a test fails when it is stale.
 //
+// This header is src/config's interface; the rest is internal to it, one concern per file:
+//   server_config.cc          the settings table, one entry per setting (settings.h is the
+//                             internal view of it: what a Setting is, lookups)
+//   setting_names.h           TAILCUT_SERVER_PORT, --server.port, the section, from the key
+//   value_parsing.h           text -> value (the same for every source), value -> text
+//   suggestions.h             "did you mean" for unknown keys and variables
+//   yaml_source.h             the config file
+//   environment_source.h      TAILCUT_* variables
+//   server_config_loader.cc   ServerConfigLoader: the flags, and the sources in order
+//   reference_markdown.cc     ConfigReferenceMarkdown()
+//
 // Thread-safety: ServerConfig is a plain value. ServerConfigLoader is used by one thread
 // (main) around argument parsing. ConfigReferenceMarkdown() and the other free functions are
 // safe from any thread.

@@ -6,17 +6,17 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
     : time_to_first_token_(r.AddHistogram(
           "tailcut_generation_time_to_first_token_seconds",
           "Time from a generation request's arrival to its first generated token",
-          LatencyBucketsSeconds(), {"model"})),
+          LongLatencyBucketsSeconds(), {"model"})),
       inter_token_(r.AddHistogram("tailcut_generation_inter_token_seconds",
                                   "Time between two consecutive tokens of one sequence",
                                   LatencyBucketsSeconds(), {"model"})),
       queue_(r.AddHistogram("tailcut_generation_queue_seconds",
                             "Time a generation request waited for admission (KV space, a "
                             "free sequence)",
-                            LatencyBucketsSeconds(), {"model"})),
+                            LongLatencyBucketsSeconds(), {"model"})),
       duration_(r.AddHistogram("tailcut_generation_duration_seconds",
                                "Time from a generation request's arrival to its end",
-                               LatencyBucketsSeconds(), {"model"})),
+                               LongLatencyBucketsSeconds(), {"model"})),
       prompt_tokens_(r.AddCounter("tailcut_generation_prompt_tokens_total",
                                   "Prompt tokens of admitted generation requests", {"model"})),
       cached_prompt_tokens_(r.AddCounter(

@@ -2,7 +2,9 @@
 // (GenerationMetricFamilies, owned by the inference service) and instantiated per model with
 // label model="<name>", in the style of servable_metrics.h. The latencies a streaming client
 // feels are time to first token (arrival to the first generated token) and inter-token time
-// (between two tokens of one sequence: the step time every running stream pays).
+// (between two tokens of one sequence: the step time every running stream pays). The queue
+// wait and the end-to-end duration grow with the streams' lengths, so their buckets go on to
+// 120 s (LongLatencyBucketsSeconds()); the per-token ones stop at 10 s.
 //
 // Thread-safety: the referenced metrics are atomic; ForModel() is safe from any thread.
 #pragma once

@@ -111,6 +111,12 @@ std::vector<double> LatencyBucketsSeconds() {
           0.15,    0.2,    0.3,     0.5,    0.75,  1.0,   2.5,   5.0,   10.0};
 }
 
+std::vector<double> LongLatencyBucketsSeconds() {
+  std::vector<double> buckets = LatencyBucketsSeconds();
+  buckets.insert(buckets.end(), {20.0, 30.0, 60.0, 120.0});
+  return buckets;
+}
+
 std::vector<double> PowersOfTwoBuckets(double max) {
   std::vector<double> b;
   for (double v = 1; v <= max; v *= 2) b.push_back(v);

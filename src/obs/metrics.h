@@ -65,6 +65,10 @@ class Histogram {
 // Bucket bounds in seconds for request-stage latencies: 50 us .. 10 s, denser around the
 // millisecond range where the SLO decisions are made.
 std::vector<double> LatencyBucketsSeconds();
+// LatencyBucketsSeconds() continued to 120 s (20, 30, 60, 120), for end-to-end times that
+// may run long: a generation stream of thousands of tokens, or its wait for admission behind
+// such streams. With the short buckets those would all land in +Inf past 10 s.
+std::vector<double> LongLatencyBucketsSeconds();
 // 1, 2, 4, ... up to `max` (for batch sizes and token counts).
 std::vector<double> PowersOfTwoBuckets(double max);
 

@@ -1,31 +1,26 @@
 // Tests for the serve configuration: defaults, the three sources and their precedence, the
-// errors each source produces, and that docs/configuration.md matches the settings table.
+// errors each source produces (reference_markdown_test.cc checks docs/configuration.md).
 #include "config/server_config.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/config/config_test_util.h"
 
 namespace tailcut {
 namespace {
 
 namespace fs = std::filesystem;
+using config_test::Contains;
+using config_test::WriteFile;
 using Env = std::map<std::string, std::string>;
-
-// gmock is not installed on every build machine, so substring checks are done by hand.
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "\"" << text << "\"\n  does not contain\n\"" << part << "\"";
-}
 
 // A `serve` subcommand with the loader's flags, parsed from `args`, then loaded with `env` as
 // the whole environment (so the test process's own environment never leaks in).
@@ -58,22 +53,6 @@ Result<ServerConfig> Load(const std::vector<std::string>& args, const Env& env =
 std::string ErrorOf(const Result<ServerConfig>& r) {
   EXPECT_FALSE(r.ok()) << "expected an error";
   return r.ok() ? "" : r.status().message();
-}
-
-// Writes `text` to a fresh file under the test temp folder and returns its path.
-std::string WriteFile(const std::string& name, const std::string& text) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "tailcut_config_test";
-  fs::create_directories(dir);
-  const fs::path path = dir / name;
-  std::ofstream(path) << text;
-  return path.string();
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,34 +495,6 @@ TEST(ServerConfigTest, AValidFlagDoesNotHideABadEnvironmentValue) {
   // A bad value is reported even when a higher source overrides it: it is still a mistake.
   EXPECT_TRUE(Contains(ErrorOf(Load({"--port", "1"}, {{"TAILCUT_SERVER_PORT", "abc"}})),
                        "TAILCUT_SERVER_PORT=abc"));
-}
-
-// ---------------------------------------------------------------------------------------------
-// The reference
-
-TEST(ServerConfigTest, ReferenceListsEverySetting) {
-  const std::string md = ConfigReferenceMarkdown();
-  const ServerConfig d;
-  for (const auto& key : ConfigKeys()) {
-    EXPECT_TRUE(Contains(md, "| `" + key + "` |")) << key;
-  }
-  EXPECT_TRUE(Contains(md, "`TAILCUT_SERVER_PORT`"));
-  EXPECT_TRUE(Contains(md, "`--server.port`, `--port`"));
-  EXPECT_TRUE(Contains(md, "| `" + std::to_string(d.http.port) + "` |"));
-  EXPECT_FALSE(Contains(md, "| `` |"));  // Empty defaults are shown as "".
-}
-
-TEST(ServerConfigTest, ReferenceDocIsUpToDate) {
-  const fs::path committed = fs::path(TAILCUT_SOURCE_DIR) / "docs" / "configuration.md";
-  const std::string want = ConfigReferenceMarkdown();
-  const std::string have = ReadFile(committed);
-  if (have != want) {
-    const fs::path fresh = fs::path(TAILCUT_CONFIG_TEST_OUT_DIR) / "configuration.md";
-    std::ofstream(fresh, std::ios::binary) << want;
-    FAIL() << committed << " does not match ConfigReferenceMarkdown(). The settings table in "
-           << "src/config/server_config.cc changed; regenerate the file with:\n  cp " << fresh
-           << " " << committed;
-  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -40,6 +41,18 @@ TEST(HistogramTest, CountEqualsInfBucketWhileObserving) {
   }
   stop = true;
   for (auto& t : writers) t.join();
+}
+
+TEST(BucketsTest, LongLatencyBucketsExtendTheShortOnesTo120Seconds) {
+  const std::vector<double> short_buckets = LatencyBucketsSeconds();
+  const std::vector<double> long_buckets = LongLatencyBucketsSeconds();
+  EXPECT_EQ(short_buckets.back(), 10.0);
+  ASSERT_GT(long_buckets.size(), short_buckets.size());
+  EXPECT_TRUE(std::equal(short_buckets.begin(), short_buckets.end(), long_buckets.begin()));
+  EXPECT_EQ(std::vector<double>(long_buckets.begin() + short_buckets.size(), long_buckets.end()),
+            (std::vector<double>{20.0, 30.0, 60.0, 120.0}));
+  EXPECT_TRUE(std::is_sorted(long_buckets.begin(), long_buckets.end()));
+  EXPECT_EQ(std::adjacent_find(long_buckets.begin(), long_buckets.end()), long_buckets.end());
 }
 
 }  // namespace
