@@ -1,9 +1,10 @@
 // GenerativeModel on the real SmolLM2-135M-Instruct GGUF that scripts/setup.sh installs: the
-// vocabulary and chat template, deterministic greedy decoding, the same tokens whether a
-// sequence is decoded alone or batched with others, the KV-cache accounting, shared prefixes,
-// and clear errors for bad files, options and batches. The model is required: without it the
-// tests fail and say how to get it. Each test case runs in its own process (ctest), so each
-// loads the model (a 98 MB mmap, well under a second) with a small cache.
+// vocabulary (the chat template: chat_template_test.cc), deterministic greedy decoding, the
+// same tokens whether a sequence is decoded alone or batched with others, the KV-cache
+// accounting, shared prefixes, and clear errors for bad files, options and batches. The model
+// is required: without it the tests fail and say how to get it. Each test case runs in its own
+// process (ctest), so each loads the model (a 98 MB mmap, well under a second) with a small
+// cache.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -137,19 +138,6 @@ TEST_F(GenerativeModelTest, TokenizeDetokenizeRoundTrip) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("token 49152 at index 1"), std::string::npos)
       << bad.status().message();
-}
-
-TEST_F(GenerativeModelTest, ChatTemplateRendersChatMLWithTheGenerationPrompt) {
-  std::vector<ChatMessage> chat = {{"system", "You are terse."}, {"user", "Hi!"}};
-  auto prompt = model_->ApplyChatTemplate(chat, true);
-  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
-  EXPECT_EQ(*prompt,
-            "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
-            "<|im_start|>assistant\n");
-  auto closed = model_->ApplyChatTemplate(chat, false);
-  ASSERT_TRUE(closed.ok());
-  const std::string opening = "<|im_start|>assistant\n";
-  EXPECT_EQ(*closed, prompt->substr(0, prompt->size() - opening.size()));
 }
 
 TEST_F(GenerativeModelTest, GreedyGenerationIsDeterministic) {
