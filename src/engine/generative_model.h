@@ -79,6 +79,9 @@ struct GenerativeModelOptions {
   // once) .. 100 (spin hard). Spinning saves a wake-up per step but holds cores that the
   // embedding path and the IO threads share, so 0 unless the machine is dedicated.
   int32_t thread_poll_level = 0;
+  // Jinja source rendered instead of the GGUF's tokenizer.chat_template when not empty (as
+  // llama-server's --chat-template).
+  std::string chat_template;
 };
 
 struct ChatMessage {
@@ -180,10 +183,13 @@ class GenerativeModel {
   virtual Result<std::string> Detokenize(std::span<const TokenId> tokens,
                                          bool render_special) const = 0;
   // `messages` rendered with the model's own chat template (the GGUF's
-  // tokenizer.chat_template); with add_generation_prompt the text ends with the opening of an
-  // assistant turn. Tokenize the result with parse_special and without add_special. Fails when
-  // the model has no template, or one llama.cpp does not recognise (it matches the known
-  // template families rather than running Jinja).
+  // tokenizer.chat_template, a Jinja program) exactly as llama-server renders it, the BOS it
+  // adds included; with add_generation_prompt the text ends with the opening of an assistant
+  // turn. Tokenize the result with parse_special and without add_special. A template that
+  // llama.cpp's Jinja engine cannot parse falls back to its built-in rendering of the family.
+  // Fails (FailedPrecondition) when the model has no template or the fallback does not
+  // recognise it, and (InvalidArgument, with the template's message) when the template refuses
+  // the messages, e.g. its raise_exception for roles out of order.
   virtual Result<std::string> ApplyChatTemplate(std::span<const ChatMessage> messages,
                                                 bool add_generation_prompt) const = 0;
   // Special tokens, kNoToken when the model has none.

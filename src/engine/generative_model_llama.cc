@@ -19,6 +19,7 @@
 #include <fstream>
 #include <limits>
 
+#include "engine/chat_template.h"
 #include "engine/generative_model.h"
 #include "engine/llama_backend.h"
 
@@ -104,7 +105,8 @@ class LlamaGenerativeModel final : public GenerativeModel {
     char desc[256] = {};
     llama_model_desc(model_.get(), desc, sizeof desc);
     description_ = desc;
-    if (const char* tmpl = llama_model_chat_template(model_.get(), nullptr)) chat_template_ = tmpl;
+    chat_template_ =
+        std::make_unique<LlamaChatTemplate>(model_.get(), path_, options.chat_template);
 
     if (llama_model_is_recurrent(model_.get()) || llama_model_is_hybrid(model_.get()) ||
         llama_model_has_encoder(model_.get())) {
@@ -236,31 +238,7 @@ class LlamaGenerativeModel final : public GenerativeModel {
 
   Result<std::string> ApplyChatTemplate(std::span<const ChatMessage> messages,
                                         bool add_generation_prompt) const override {
-    if (chat_template_.empty()) {
-      return Status::FailedPrecondition("'" + path_ + "' has no chat template");
-    }
-    std::vector<llama_chat_message> chat;
-    chat.reserve(messages.size());
-    size_t chars = 0;
-    for (const ChatMessage& m : messages) {
-      chat.push_back({m.role.c_str(), m.content.c_str()});
-      chars += m.role.size() + m.content.size();
-    }
-    std::string out(2 * chars + 256, '\0');
-    int32_t n = llama_chat_apply_template(chat_template_.c_str(), chat.data(), chat.size(),
-                                          add_generation_prompt, out.data(),
-                                          static_cast<int32_t>(out.size()));
-    if (n > static_cast<int32_t>(out.size())) {
-      out.resize(static_cast<size_t>(n));
-      n = llama_chat_apply_template(chat_template_.c_str(), chat.data(), chat.size(),
-                                    add_generation_prompt, out.data(), n);
-    }
-    if (n < 0) {
-      return Status::FailedPrecondition("llama.cpp does not recognise the chat template of '" +
-                                        path_ + "'");
-    }
-    out.resize(static_cast<size_t>(n));
-    return out;
+    return chat_template_->Render(messages, add_generation_prompt);
   }
 
   TokenId bos_token() const override { return llama_vocab_bos(vocab_); }
@@ -496,7 +474,7 @@ class LlamaGenerativeModel final : public GenerativeModel {
 
   std::string path_;
   std::string description_;
-  std::string chat_template_;
+  std::unique_ptr<LlamaChatTemplate> chat_template_;  // Holds no pointer into model_.
   // Destroyed bottom-up: the context before the thread pool it uses, both before the model.
   std::unique_ptr<llama_model, ModelDeleter> model_;
   std::unique_ptr<ggml_threadpool, ThreadpoolDeleter> threadpool_;

@@ -183,6 +183,19 @@ def test_chat_completion(client, gen_model):
     assert r.choices[0].finish_reason in ("stop", "length")
 
 
+def test_chat_prompt_is_the_models_jinja_template(client, gen_model):
+    """Rendered as llama-server renders it (the GGUF's Jinja template): SmolLM2's adds its
+    default system prompt to a conversation without one (37 prompt tokens here, as
+    llama-server counts; llama.cpp's built-in ChatML made 16), and a system message replaces
+    it."""
+    def prompt_tokens(messages):
+        return client.chat.completions.create(model=gen_model, max_tokens=1, temperature=0,
+                                              messages=messages).usage.prompt_tokens
+    assert prompt_tokens([{"role": "user", "content": "What is the capital of France?"}]) == 37
+    assert prompt_tokens([{"role": "system", "content": "Answer in one word."},
+                          {"role": "user", "content": "What colour is the sky?"}]) == 25
+
+
 def test_max_tokens_ends_with_length(client, gen_model):
     r = client.completions.create(model=gen_model, prompt="Count: 1, 2, 3,", max_tokens=3,
                                   temperature=0)
