@@ -262,7 +262,8 @@ class Systems:
         if name == "tailcut-serial":  # One sequence's context (it may not exceed the trained one).
             return self.tailcut(name, tag, 1, a.prefill_chunk, context=a.slot_tokens)
         if name == "tailcut-nochunk":
-            return self.tailcut(name, tag, a.parallel, a.slot_tokens, batch_tokens=a.slot_tokens)
+            return self.tailcut(name, tag, a.parallel, a.slot_tokens, batch_tokens=a.slot_tokens,
+                                step_millis=0)
         if name.startswith("tailcut-chunk"):
             return self.tailcut(name, tag, a.parallel, int(name.removeprefix("tailcut-chunk")))
         if name == "llama-server":
@@ -285,7 +286,7 @@ class Systems:
         raise BenchError(f"unknown system {name}")
 
     def tailcut(self, name: str, tag: str, sequences: int, chunk: int, batch_tokens: int = 512,
-                context: int | None = None) -> Proc:
+                context: int | None = None, step_millis: int = 60) -> Proc:
         a = self.a
         folder = self.tmp / f"repo-{name}" / MODEL_NAME
         folder.mkdir(parents=True, exist_ok=True)
@@ -296,6 +297,7 @@ class Systems:
             f"name: {MODEL_NAME}\nkind: generative\nfile: {a.gguf.name}\n"
             f"context_tokens: {context or self.context}\nmax_sequences: {sequences}\n"
             f"batch_tokens: {batch_tokens}\nprefill_chunk_tokens: {chunk}\n"
+            f"max_step_millis_while_generating: {step_millis}\n"
             f"decode_threads: {a.threads}\nbatch_threads: {a.threads}\n"
             # Requests queue here rather than being refused: the load generator measures the wait.
             "max_waiting_requests: 100000\nmax_queue_delay_millis: 0\n")
