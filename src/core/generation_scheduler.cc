@@ -265,7 +265,9 @@ void GenerationScheduler::ExpireAndAdmitLocked(
   const int32_t capacity = model_->context_tokens();
   while (!waiting_.empty() && !free_ids_.empty()) {
     const Request& front = *waiting_.front();
-    const auto [pick, reuse] = PickSequenceLocked(front.prompt);
+    const std::pair<size_t, int32_t> choice = PickSequenceLocked(front.prompt);
+    const size_t pick = choice.first;
+    const int32_t reuse = choice.second;
     auto fits = [&] { return reserved_cells_ + front.cells() + IdleCellsLocked(pick) <= capacity; };
     while (!fits() && EvictIdleLocked(pick)) {
     }

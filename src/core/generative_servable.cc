@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "core/variant_eligibility.h"
 #include "engine/onnx_session.h"  // DigestFile
 
 namespace tailcut {
@@ -26,7 +27,7 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
                                    ") must be at least max_sequences (" +
                                    std::to_string(g.max_sequences) + ")");
   }
-  std::unique_ptr<GenerativeServable> s(new GenerativeServable(config, metrics, clock));
+  std::unique_ptr<GenerativeServable> s(new GenerativeServable(config, metrics));
   std::vector<bool> loaded;
   Status default_error;
   for (size_t i = 0; i < config.variants.size(); ++i) {
@@ -88,9 +89,8 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
   return s;
 }
 
-GenerativeServable::GenerativeServable(const ModelConfig& config, const GenerationMetrics& metrics,
-                                       const Clock& clock)
-    : config_(config), metrics_(metrics), clock_(clock) {}
+GenerativeServable::GenerativeServable(const ModelConfig& config, const GenerationMetrics& metrics)
+    : config_(config), metrics_(metrics) {}
 
 GenerativeServable::~GenerativeServable() { Stop(/*drain=*/false); }
 
@@ -242,19 +242,8 @@ ModelDescription GenerativeServable::Describe() const {
   for (size_t i = 0; i < variants_.size(); ++i) {
     const Variant& v = *variants_[i];
     if (v.model) d.variants.push_back(v.config.name);
-    VariantDescription vd;
-    vd.name = v.config.name;
-    vd.precision = v.config.precision;
-    vd.loaded = v.model != nullptr;
-    vd.error = v.error;
-    vd.file_digest = v.digest;
-    vd.batch_invariant = v.config.batch_invariant;
-    vd.perplexity = v.config.perplexity;
-    if (Status st = precision_->Eligible(static_cast<int>(i)); st.ok()) {
-      vd.interchangeable = true;
-    } else {
-      vd.not_interchangeable_reason = st.message();
-    }
+    VariantDescription vd = DescribeVariant(v.config, v.model != nullptr, v.error, v.digest,
+                                            precision_->Eligible(static_cast<int>(i)));
     d.variant_details.push_back(std::move(vd));
   }
   d.active_variant = active.config.name;

@@ -96,15 +96,13 @@ class GenerativeServable final : public Servable {
     std::unique_ptr<GenerationScheduler> scheduler;  // After model: stopped and freed first.
   };
 
-  GenerativeServable(const ModelConfig& config, const GenerationMetrics& metrics,
-                     const Clock& clock);
+  GenerativeServable(const ModelConfig& config, const GenerationMetrics& metrics);
   int Active() const;
   void SetActive(int index, const std::string& reason);
   void ControllerLoop();
 
   const ModelConfig config_;
   const GenerationMetrics metrics_;  // The schedulers' options point here.
-  const Clock& clock_;
   std::vector<std::unique_ptr<Variant>> variants_;
   int default_index_ = 0;
   std::unique_ptr<GenerationPrecision> precision_;

@@ -592,22 +592,11 @@ ModelDescription TextEmbeddingServable::Describe() const {
   for (size_t i = 0; i < variants_.size(); ++i) {
     const Variant& v = *variants_[i];
     if (v.model) d.variants.push_back(v.config.name);
-    VariantDescription vd;
-    vd.name = v.config.name;
-    vd.precision = v.config.precision;
-    vd.loaded = v.model != nullptr;
-    vd.error = v.error;
-    vd.file_digest = v.model ? v.model->session().file_digest() : "";
-    vd.batch_invariant = v.config.batch_invariant;
-    vd.fidelity_min_cosine = v.config.fidelity_min_cosine;
-    vd.fidelity_recall_at_10 = v.config.fidelity_recall_at_10;
-    if (static_cast<int>(i) == accurate_variant_ || v.config.name == config_.default_variant) {
-      vd.interchangeable = true;  // The reference itself.
-    } else if (Status st = CheckInterchangeable(v.config, options_.precision); st.ok()) {
-      vd.interchangeable = true;
-    } else {
-      vd.not_interchangeable_reason = st.message();
-    }
+    const bool reference =
+        static_cast<int>(i) == accurate_variant_ || v.config.name == config_.default_variant;
+    VariantDescription vd = DescribeVariant(
+        v.config, v.model != nullptr, v.error, v.model ? v.model->session().file_digest() : "",
+        reference ? Status::Ok() : CheckInterchangeable(v.config, options_.precision));
     d.variant_details.push_back(std::move(vd));
   }
   d.active_variant = active.config.name;

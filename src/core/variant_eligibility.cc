@@ -86,4 +86,21 @@ Status CheckPerplexityWithin(const VariantConfig& variant, const VariantConfig& 
   return Status::Ok();
 }
 
+VariantDescription DescribeVariant(const VariantConfig& variant, bool loaded, std::string error,
+                                   std::string file_digest, const Status& eligibility) {
+  VariantDescription d;
+  d.name = variant.name;
+  d.precision = variant.precision;
+  d.loaded = loaded;
+  d.error = std::move(error);
+  d.file_digest = std::move(file_digest);
+  d.batch_invariant = variant.batch_invariant;
+  d.fidelity_min_cosine = variant.fidelity_min_cosine;
+  d.fidelity_recall_at_10 = variant.fidelity_recall_at_10;
+  d.perplexity = variant.perplexity;
+  d.interchangeable = eligibility.ok();
+  if (!eligibility.ok()) d.not_interchangeable_reason = eligibility.message();
+  return d;
+}
+
 }  // namespace tailcut

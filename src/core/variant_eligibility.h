@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/inference_api.h"  // VariantDescription
 #include "core/precision_controller.h"
 #include "engine/model_config.h"
 
@@ -25,6 +26,12 @@ namespace tailcut {
 // Ok when the controller may serve `variant` in place of the accurate one; otherwise
 // FailedPrecondition saying which property is missing, with the measured figure and the floor.
 Status CheckInterchangeable(const VariantConfig& variant, const PrecisionPolicy& policy);
+
+// What a model description says of one variant: its configuration (precision, batch
+// invariance, measured fidelity or perplexity), whether it loaded (else `error`), its file's
+// digest, and `eligibility` (ok: the controller may serve it; else why not).
+VariantDescription DescribeVariant(const VariantConfig& variant, bool loaded, std::string error,
+                                   std::string file_digest, const Status& eligibility);
 
 // The fast variant the controller moves to: among `variants` (index-aligned with `loaded`),
 // those named `policy.fast_variant` or, for a precision alias ("int8"), of that precision, in
