@@ -15,8 +15,10 @@ natural length, each question once), `max_tokens` 64, greedy, driven by tailcut-
   llama-server      llama.cpp's server from the same source tree (bench/build_llama_server.sh):
                     continuous batching, -np --parallel slots, -c the same total context (so the
                     same context per sequence: it splits -c among its slots), the same threads;
-                    its slot prompt reuse (--cache-reuse) and host-memory prompt cache
-                    (--cache-ram) off, as tailcut has neither
+                    its KV shifting reuse (--cache-reuse) and host-memory prompt cache
+                    (--cache-ram) off, as tailcut has neither; both keep a finished slot's
+                    prompt prefix for the next request (llama-server's cache_prompt, tailcut's
+                    prefix reuse)
   llama-cpp-python  the source's Python design: llama-cpp-python 0.3.36's own server
                     (`python -m llama_cpp.server`, FastAPI/uvicorn/sse-starlette over one shared
                     `Llama`, requests served one at a time behind its lock) on the same sdist's

@@ -20,8 +20,8 @@
 # Prints how long each part took; the temporary folder is removed at exit (--keep keeps it).
 # Measured on a busy 2-core machine (load ~7): 8 minutes with ccache filled by another clone's
 # build (.ci/run's `make test` before it): set-up 1.7 (ONNX Runtime 16 s, .venv 54 s, model 31 s,
-# server build 9 s), make test 6 (build ~1, ctest 40 s, pytest 4); 23 minutes with a cold
-# ccache (server build 10, the rest of the build 6).
+# server build 9 s), make test 6 (build ~1, ctest 40 s, pytest 4: now only the QQP suites,
+# seconds); 23 minutes with a cold ccache (server build 10, the rest of the build 6).
 #
 # Usage: scripts/ci_fresh_clone.sh [--keep] [SOURCE [REF]]
 #   SOURCE  the repository to clone (a path or URL; default: this checkout)
