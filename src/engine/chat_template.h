@@ -9,8 +9,8 @@
 // default system prompts, no template logic); a model without a template renders nothing.
 // No llama.cpp type appears here beyond the forward-declared model.
 //
-// Thread-safety: Render is const and may run on any number of threads at once (llama-server
-// renders on its HTTP threads the same way).
+// Thread-safety: Render is const and may be called from any number of threads at once; Jinja
+// renders are serialised process-wide inside (llama.cpp's chat code uses std::localtime).
 #pragma once
 
 #include <memory>

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <exception>
+#include <mutex>
 #include <vector>
 
 #include "engine/chat_template.h"
@@ -93,6 +94,12 @@ Result<std::string> LlamaChatTemplate::RenderJinja(std::span<const ChatMessage> 
   in.enable_thinking = jinja_->enable_thinking;
   std::string prompt;
   try {
+    // One render at a time in the process: llama.cpp's chat code reads the date for the
+    // templates that print it with std::localtime, whose result is one static buffer (a data
+    // race between two renders, which ThreadSanitizer caught). Rendering takes well under a
+    // millisecond.
+    static std::mutex render_mu;
+    std::lock_guard<std::mutex> lock(render_mu);
     prompt = common_chat_templates_apply(jinja_->templates.get(), in).prompt;
   } catch (const std::exception& e) {  // The template's raise_exception, or a runtime error.
     return Status::InvalidArgument("the chat template of '" + path_ +
