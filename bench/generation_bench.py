@@ -299,7 +299,8 @@ class Systems:
             f"name: {MODEL_NAME}\nkind: generative\nfile: {a.gguf.name}\n"
             f"context_tokens: {context or self.context}\nmax_sequences: {sequences}\n"
             f"batch_tokens: {batch_tokens}\nprefill_chunk_tokens: {chunk}\n"
-            f"max_step_millis_while_generating: {step_millis}\n"
+            f"max_step_millis_while_generating: {a.step_millis if step_millis else 0}\n"
+            f"kv_cache: {a.kv_cache}\n"
             f"decode_threads: {a.threads}\nbatch_threads: {a.threads}\n"
             # Requests queue here rather than being refused: the load generator measures the wait.
             "max_waiting_requests: 100000\nmax_queue_delay_millis: 0\n")
@@ -556,6 +557,10 @@ def main() -> int:
     ap.add_argument("--slot-tokens", type=int, default=1280, help="KV cells per sequence")
     ap.add_argument("--prefill-chunk", type=int, default=256, help="tailcut's prefill_chunk_tokens")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--kv-cache", default="per_sequence", choices=("per_sequence", "shared"),
+                    help="tailcut's model.yaml kv_cache")
+    ap.add_argument("--step-millis", type=int, default=60,
+                    help="tailcut's max_step_millis_while_generating (0: no time bound)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--gguf", type=Path, default=DEFAULT_GGUF)
     ap.add_argument("--tailcut", type=Path, default=BUILD / "tailcut")
