@@ -62,6 +62,12 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
 
   for (auto& v : s->variants_) {
     if (!v->model) continue;
+    if (metrics.variant_requests) {
+      v->pinned_requests =
+          &metrics.variant_requests->WithLabels({config.name, v->config.name, "request"});
+      v->server_requests =
+          &metrics.variant_requests->WithLabels({config.name, v->config.name, "server"});
+    }
     GenerationSchedulerOptions scheduler;
     scheduler.max_tokens_per_step = g.batch_tokens;
     scheduler.prefill_chunk_tokens = g.prefill_chunk_tokens;
@@ -177,11 +183,7 @@ void GenerativeServable::Generate(GenerateRequest request, GenerationSinkPtr sin
     return;
   }
   Variant& v = *variants_[static_cast<size_t>(*index)];
-  if (metrics_.variant_requests) {
-    metrics_.variant_requests
-        ->WithLabels({config_.name, v.config.name, pinned ? "request" : "server"})
-        .Inc();
-  }
+  if (Counter* requests = pinned ? v.pinned_requests : v.server_requests) requests->Inc();
   v.scheduler->Generate(std::move(request), std::move(sink));
 }
 

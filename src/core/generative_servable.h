@@ -94,6 +94,10 @@ class GenerativeServable final : public Servable {
     std::string error;   // Why it failed to load.
     std::unique_ptr<GenerativeModel> model;
     std::unique_ptr<GenerationScheduler> scheduler;  // After model: stopped and freed first.
+    // tailcut_generation_requests_total{chosen="request"|"server"}, looked up once at load
+    // rather than per request; null without metrics.
+    Counter* pinned_requests = nullptr;
+    Counter* server_requests = nullptr;
   };
 
   GenerativeServable(const ModelConfig& config, const GenerationMetrics& metrics);
