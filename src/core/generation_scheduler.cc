@@ -600,6 +600,10 @@ void GenerationScheduler::Finish(std::unique_ptr<Sequence> seq, Result<Generatio
     stats_.running = static_cast<int32_t>(running_.size());
     stats_.kv_used_cells = model_->CacheUsage().used_cells;
     stats_.kv_reserved_cells = reserved_cells_;
+    // Current before the sink hears of the end, like the rest: a caller that reads stats()
+    // once its request ended (the precision controller's tests) sees the request's tokens.
+    stats_.prompt_tokens_decoded = prompt_tokens_decoded_;
+    stats_.generated_tokens_decoded = generated_tokens_decoded_;
   }
   const Request& r = *seq->request;
   if (options_.metrics) options_.metrics->duration_seconds->Observe(Seconds(now - r.call_micros));

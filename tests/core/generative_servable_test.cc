@@ -315,9 +315,10 @@ TEST(GenerativeServableVariantsTest, PinsSwitchesAndReportsTheVariant) {
         "tailcut_precision_active{model=\"smol\",variant=\"base\"} 1",
         "tailcut_precision_active{model=\"smol\",variant=\"wide\"} 0",
         "tailcut_precision_switches_total{model=\"smol\",to=\"wide\"} 2",
-        // Both variants' KV caches, summed; nothing running.
-        "tailcut_generation_kv_cells_capacity{model=\"smol\"} 1024",
-        "tailcut_generation_running_sequences{model=\"smol\"} 0"}) {
+        // Both variants' KV caches, summed. (Not running_sequences: a step loop publishes its
+        // gauges after the step whose sink calls ended the request, so right after the last
+        // OnEnd it may still read 1.)
+        "tailcut_generation_kv_cells_capacity{model=\"smol\"} 1024"}) {
     EXPECT_NE(text.find(series), std::string::npos) << series << "\n" << text;
   }
   s.Stop(/*drain=*/true);
