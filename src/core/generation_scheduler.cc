@@ -226,6 +226,7 @@ void GenerationScheduler::Stop(bool drain) {
     m.running_sequences->Dec(published_.running);
     m.waiting_requests->Dec(published_.waiting);
     m.kv_used_cells->Dec(published_.kv_used_cells);
+    m.kv_reserved_cells->Dec(published_.kv_reserved_cells);
     m.kv_capacity_cells->Dec(published_.kv_capacity_cells);
   }
   published_ = {};
