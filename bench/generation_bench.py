@@ -300,6 +300,7 @@ class Systems:
             f"context_tokens: {context or self.context}\nmax_sequences: {sequences}\n"
             f"batch_tokens: {batch_tokens}\nprefill_chunk_tokens: {chunk}\n"
             f"max_step_millis_while_generating: {a.step_millis if step_millis else 0}\n"
+            f"min_prefill_tokens_per_step: {a.min_prefill}\n"
             f"kv_cache: {a.kv_cache}\n"
             f"decode_threads: {a.threads}\nbatch_threads: {a.threads}\n"
             # Requests queue here rather than being refused: the load generator measures the wait.
@@ -561,6 +562,9 @@ def main() -> int:
                     help="tailcut's model.yaml kv_cache")
     ap.add_argument("--step-millis", type=int, default=60,
                     help="tailcut's max_step_millis_while_generating (0: no time bound)")
+    ap.add_argument("--min-prefill", type=int, default=16,
+                    help="tailcut's min_prefill_tokens_per_step (prompt tokens a step takes even "
+                         "past the step time bound)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--gguf", type=Path, default=DEFAULT_GGUF)
     ap.add_argument("--tailcut", type=Path, default=BUILD / "tailcut")

@@ -135,7 +135,11 @@ bool CarriesText(std::string_view data) {
   if (data == "[DONE]") return false;
   const auto j = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return false;
-  auto non_empty = [](const nlohmann::json& v) { return v.is_string() && !v.empty(); };
+  // json::empty() is false for every string (it means "no elements" for arrays and objects
+  // only), so the string itself is asked: an OpenAI role chunk's "content": "" is no text.
+  auto non_empty = [](const nlohmann::json& v) {
+    return v.is_string() && !v.get_ref<const std::string&>().empty();
+  };
   if (auto t = j.find("text_output"); t != j.end()) return non_empty(*t);
   const auto c = j.find("choices");
   if (c == j.end() || !c->is_array() || c->empty() || !(*c)[0].is_object()) return false;

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 import openai
 import pytest
 import requests
-from conftest import (REPO_ROOT, TailcutServer, make_model_repository, require_file, scrape,
+from conftest import (REPO_ROOT, TailcutServer, build_dir, make_model_repository, require_file, scrape,
                       server_timing, value, values, wait_until)
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -232,6 +233,43 @@ def test_stream_ends_with_done(gen_server, gen_model):
         events = sse_events(r)
     assert events[-1] == "[DONE]"
     assert json.loads(events[-2])["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_loadgen_times_a_stream_from_its_first_generated_text(gen_server, gen_model, tmp_path):
+    """The benchmarks' load generator (tailcut-loadgen --stream) counts only events that carry
+    text: not the role chunk that opens an OpenAI chat stream ("content": ""), which it once
+    took for the first token (TTFT of a few ms, one gap too many)."""
+    loadgen = next((p for p in (build_dir() / "tailcut-loadgen",
+                                REPO_ROOT / "build" / "tailcut-loadgen") if p.is_file()), None)
+    if loadgen is None:
+        pytest.skip("tailcut-loadgen is not built (a sanitizer build has no benchmarks)")
+    body = {"model": gen_model, "messages": [{"role": "user", "content": "Name three rivers."}],
+            "max_tokens": 8, "temperature": 0, "stream": True}
+    with requests.post(gen_server.url("/v1/chat/completions"), json=body, stream=True,
+                       timeout=60) as r:
+        texts = [json.loads(e)["choices"][0]["delta"].get("content")
+                 for e in sse_events(r) if e != "[DONE]"]
+    assert texts[0] == "", "the stream opens with the role chunk, no text"
+    text_events = sum(1 for t in texts if t)
+    workload = tmp_path / "one.jsonl"
+    workload.write_text(json.dumps(body) + "\n")
+    samples = tmp_path / "samples.jsonl"
+    before = value(scrape(gen_server), "tailcut_generation_time_to_first_token_seconds_sum",
+                   model=gen_model) or 0.0
+    subprocess.run([str(loadgen), "--port", str(gen_server.port), "--path",
+                    "/v1/chat/completions", "--workload", str(workload), "--rate", "1",
+                    "--duration", "0.5", "--warmup", "0",
+                    "--stream", "--samples", str(samples), "--out", str(tmp_path / "out.json")],
+                   check=True, capture_output=True, timeout=60)
+    sample = json.loads(samples.read_text().splitlines()[0])
+    server_ttft_ms = 1000 * (value(scrape(gen_server),
+                                   "tailcut_generation_time_to_first_token_seconds_sum",
+                                   model=gen_model) - before)
+    assert sample["status"] == 200
+    # The same greedy request, so the same events; one gap fewer than text events.
+    assert len(sample["gaps_ms"]) + 1 == text_events, sample
+    # The client's first token cannot come before the server's.
+    assert sample["ttft_ms"] >= server_ttft_ms > 0, (sample["ttft_ms"], server_ttft_ms)
 
 
 def test_kserve_generate_and_generate_stream(gen_server, gen_model):
