@@ -11,6 +11,8 @@ ARGS ?=
 PYTEST_ARGS ?= -q -rs
 # What pytest runs: the whole integration suite unless narrowed, e.g. to one file.
 PYTEST_PATHS ?= tests/python
+# Unit tests at once: one per core (436 tests: 82 s one at a time, 49 s with 2, on 2 cores).
+CTEST_JOBS ?= $(shell nproc)
 export TAILCUT_BUILD_DIR := $(abspath $(BUILD))
 
 .PHONY: setup setup-server build run embed-sample test unit-test py-test bench-engine bench bench-quick bench-setup format clean \
@@ -36,7 +38,7 @@ embed-sample: setup-server
 	$(BUILD)/tailcut embed "tailcut keeps P99 latency under the SLO."
 
 test: setup
-	cd $(BUILD) && ctest --output-on-failure --timeout 600
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(CTEST_JOBS)
 	$(PYTHON) -m pytest $(PYTEST_ARGS) $(PYTEST_PATHS)
 
 unit-test:
