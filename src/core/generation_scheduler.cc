@@ -437,7 +437,12 @@ void GenerationScheduler::Step() {
   if (running_.empty()) return;
 
   // One token for every generating sequence first (they are what clients are waiting on),
-  // then prompt chunks in admission order with what is left of the step's budget.
+  // then prompt chunks with what is left of the step's budget, the prompt with the fewest
+  // tokens left first (admission order among equals): a short question admitted after a
+  // long document gets its first token in a step or two instead of waiting behind the
+  // document's whole prefill (measured: 10 s behind a 1,077-token prompt at 16 tokens a step).
+  // The long prompt still gets every token the short ones leave, so it waits only while
+  // shorter prompts are being prefilled.
   DecodeBatch batch;
   std::vector<Sequence*> owner;  // Per batch entry.
   int32_t budget = step_tokens_;
@@ -458,16 +463,23 @@ void GenerationScheduler::Step() {
         std::max<double>(options_.min_prefill_tokens_per_step, fit - generating));
     budget = std::min(budget, prefill);
   }
-  std::vector<std::pair<Sequence*, int32_t>> chunks;
+  std::vector<Sequence*> prefilling;
   for (auto& seq : running_) {
+    if (seq->prefilled < seq->request->prompt.size()) prefilling.push_back(seq.get());
+  }
+  std::stable_sort(prefilling.begin(), prefilling.end(), [](const Sequence* a, const Sequence* b) {
+    return a->request->prompt.size() - a->prefilled < b->request->prompt.size() - b->prefilled;
+  });
+  std::vector<std::pair<Sequence*, int32_t>> chunks;
+  for (Sequence* seq : prefilling) {
     const std::vector<TokenId>& prompt = seq->request->prompt;
-    if (seq->prefilled == prompt.size() || budget == 0) continue;
+    if (budget == 0) break;
     const auto remaining = static_cast<int32_t>(prompt.size() - seq->prefilled);
     const int32_t n = std::min({remaining, options_.prefill_chunk_tokens, budget});
     batch.AddTokens(std::span<const TokenId>(prompt).subspan(seq->prefilled, n), seq->position,
                     seq->id, /*logits_for_last=*/n == remaining);
-    owner.insert(owner.end(), static_cast<size_t>(n), seq.get());
-    chunks.emplace_back(seq.get(), n);
+    owner.insert(owner.end(), static_cast<size_t>(n), seq);
+    chunks.emplace_back(seq, n);
     budget -= n;
   }
   if (batch.empty()) return;

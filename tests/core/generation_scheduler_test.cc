@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -569,6 +570,67 @@ TEST_F(GenerationSchedulerTest, StepTimeBoundSpreadsAPromptOverStepsWhileOthersG
   ASSERT_TRUE(end.ok()) << end.status().ToString();
   ASSERT_GE(end->usage.prompt_tokens, 200);
   EXPECT_GE(generating->piece_tokens(), 200 / 16);
+  scheduler->Stop(/*drain=*/false);
+}
+
+// Numbers its OnEnd calls across sinks sharing one counter: which request ended first.
+class EndOrderSink final : public GenerationSink {
+ public:
+  explicit EndOrderSink(std::shared_ptr<std::atomic<int>> counter) : counter_(std::move(counter)) {}
+  void OnStart(const GenerationStart&) override {}
+  void OnText(const GenerationPiece&) override {}
+  void OnEnd(Result<GenerationEnd> end) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    order_ = counter_->fetch_add(1);
+    end_ = std::move(end);
+    cv_.notify_all();
+  }
+  // The end and its place among the ends (0: first), a minute at most.
+  std::pair<Result<GenerationEnd>, int> WaitEnd() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, 60s, [&] { return end_.has_value(); })) {
+      return {Status::Internal("no OnEnd within 60 s"), -1};
+    }
+    return {*end_, order_};
+  }
+
+ private:
+  const std::shared_ptr<std::atomic<int>> counter_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Result<GenerationEnd>> end_;
+  int order_ = -1;
+};
+
+TEST_F(GenerationSchedulerTest, AShortPromptIsNotPrefilledBehindALongOneAdmittedBefore) {
+  // While a stream generates, the step time bound gives prompts 16 tokens a step. A 200-token
+  // prompt admitted first and a short one admitted right after it (in the same loop pass):
+  // the short one's tokens go first, so it gets its one token in the first step, while the
+  // long one needs 13. In admission order the short one would wait for all 13.
+  Load(/*context_tokens=*/1024);
+  GenerationSchedulerOptions options;
+  options.max_step_millis_while_generating = 1;
+  options.min_prefill_tokens_per_step = 16;
+  options.reuse_prompt_prefix = false;
+  auto scheduler = std::make_unique<GenerationScheduler>(model_.get(), options, SystemClock::Get());
+  auto generating = std::make_shared<RecordingSink>(/*hold_first_text=*/true);
+  scheduler->Generate(Greedy("Count from 1 to 1000: 1, 2, 3, 4, 5,", 120), generating);
+  ASSERT_TRUE(generating->WaitHolding());
+  std::string long_prompt;
+  for (int i = 0; i < 200; ++i) long_prompt += " word";
+  auto counter = std::make_shared<std::atomic<int>>(0);
+  auto long_sink = std::make_shared<EndOrderSink>(counter);
+  auto short_sink = std::make_shared<EndOrderSink>(counter);
+  scheduler->Generate(Greedy(long_prompt, 1), long_sink);
+  scheduler->Generate(Greedy("The sea is", 1), short_sink);
+  generating->Release();
+  auto [short_end, short_order] = short_sink->WaitEnd();
+  auto [long_end, long_order] = long_sink->WaitEnd();
+  ASSERT_TRUE(short_end.ok()) << short_end.status().ToString();
+  ASSERT_TRUE(long_end.ok()) << long_end.status().ToString();
+  ASSERT_GE(long_end->usage.prompt_tokens, 200);
+  EXPECT_EQ(short_order, 0) << "the short prompt waited behind the long one";
+  EXPECT_EQ(long_order, 1);
   scheduler->Stop(/*drain=*/false);
 }
 
