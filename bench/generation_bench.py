@@ -303,6 +303,7 @@ class Systems:
             f"min_prefill_tokens_per_step: {a.min_prefill}\n"
             f"kv_cache: {a.kv_cache}\n"
             f"decode_threads: {a.threads}\nbatch_threads: {a.threads}\n"
+            f"thread_poll_level: {a.poll}\n"
             # Requests queue here rather than being refused: the load generator measures the wait.
             "max_waiting_requests: 100000\nmax_queue_delay_millis: 0\n")
         return Proc(name, lambda port: [str(a.tailcut), "serve", "--host", "127.0.0.1",
@@ -565,6 +566,8 @@ def main() -> int:
     ap.add_argument("--min-prefill", type=int, default=16,
                     help="tailcut's min_prefill_tokens_per_step (prompt tokens a step takes even "
                          "past the step time bound)")
+    ap.add_argument("--poll", type=int, default=0,
+                    help="tailcut's thread_poll_level (llama-server's default is 50)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--gguf", type=Path, default=DEFAULT_GGUF)
     ap.add_argument("--tailcut", type=Path, default=BUILD / "tailcut")

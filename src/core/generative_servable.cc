@@ -20,6 +20,7 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
   model_options.batch_tokens = g.batch_tokens;
   model_options.decode_threads = g.decode_threads;
   model_options.batch_threads = g.batch_threads;
+  model_options.thread_poll_level = g.thread_poll_level;
   if (g.batch_tokens < g.max_sequences) {
     // Each step decodes one token of every running sequence in one Decode() call.
     return Status::InvalidArgument("model '" + config.name + "': batch_tokens (" +

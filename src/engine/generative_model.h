@@ -77,7 +77,9 @@ struct GenerativeModelOptions {
   int32_t batch_threads = 1;
   // How long the compute threads spin waiting for the next step before they sleep, 0 (sleep at
   // once) .. 100 (spin hard). Spinning saves a wake-up per step but holds cores that the
-  // embedding path and the IO threads share, so 0 unless the machine is dedicated.
+  // embedding path and the IO threads share, so 0 unless the machine is dedicated. Measured
+  // through the server with 2 threads and 4 streams: 43-45 ms between tokens at 0, 35-37 at
+  // 50 (llama-server's default; it gave 29-32). model.yaml: thread_poll_level.
   int32_t thread_poll_level = 0;
   // Jinja source rendered instead of the GGUF's tokenizer.chat_template when not empty (as
   // llama-server's --chat-template).

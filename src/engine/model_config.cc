@@ -116,7 +116,8 @@ Status ReadGenerativeConfig(const YAML::Node& root, const std::string& file,
                       {"max_waiting_requests", &out->max_waiting_requests, 1},
                       {"max_queue_delay_millis", &out->max_queue_delay_millis, 0},
                       {"decode_threads", &out->decode_threads, 1},
-                      {"batch_threads", &out->batch_threads, 1}};
+                      {"batch_threads", &out->batch_threads, 1},
+                      {"thread_poll_level", &out->thread_poll_level, 0}};
   for (const Key& key : keys) {
     if (Status s = ReadScalar(root, key.name, file, key.value); !s.ok()) return s;
     if (*key.value < key.min) {

@@ -47,6 +47,7 @@
 //   max_queue_delay_millis: 10000 # longest wait for KV space before a 429
 //   decode_threads: 1             # llama.cpp compute threads (see GenerativeModelOptions)
 //   batch_threads: 1
+//   thread_poll_level: 0          # compute threads spin 0 .. 100 before they sleep
 //   variants:                     # optional: other GGUF files of the same weights; the
 //     - name: q4_1                #   first is the default unless default_variant names
 //       file: SmolLM2-135M-Instruct.Q4_1.gguf  # another. `precision` is the GGUF weight
@@ -139,6 +140,7 @@ struct GenerativeConfig {
   int max_queue_delay_millis = 10'000;  // Longest wait for admission; 0 = no limit.
   int decode_threads = 1;
   int batch_threads = 1;
+  int thread_poll_level = 0;  // 0 .. 100: GenerativeModelOptions::thread_poll_level.
   GenerativePrecisionConfig precision;
 };
 

@@ -59,7 +59,8 @@ TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
   std::ofstream(dir / "model.yaml") << "name: smol\nkind: generative\nfile: b.gguf\n"
                                        "context_tokens: 512\nmax_sequences: 3\n"
                                        "batch_tokens: 128\nprefill_chunk_tokens: 64\n"
-                                       "max_waiting_requests: 5\nmax_queue_delay_millis: 250\n";
+                                       "max_waiting_requests: 5\nmax_queue_delay_millis: 250\n"
+                                       "thread_poll_level: 50\n";
   auto c = LoadModelConfig(dir.string());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->kind, ModelKind::kGenerative);
@@ -71,6 +72,7 @@ TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
   EXPECT_EQ(c->generation.prefill_chunk_tokens, 64);
   EXPECT_EQ(c->generation.max_waiting_requests, 5);
   EXPECT_EQ(c->generation.max_queue_delay_millis, 250);
+  EXPECT_EQ(c->generation.thread_poll_level, 50);
 
   std::ofstream(dir / "model.yaml") << "kind: generative\nfile: a.gguf\nmax_sequences: 0\n";
   c = LoadModelConfig(dir.string());
