@@ -48,6 +48,9 @@ bool ValidUtf8(const std::string& s) {
 class RecordingSink final : public GenerationSink {
  public:
   explicit RecordingSink(bool hold_first_text = false) : hold_(hold_first_text) {}
+  // Sinks sharing `counter` number their OnEnd calls (end_order(): 0 for the first to end).
+  explicit RecordingSink(std::shared_ptr<std::atomic<int>> counter)
+      : hold_(false), ends_(std::move(counter)) {}
 
   void OnStart(const GenerationStart& start) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,6 +72,7 @@ class RecordingSink final : public GenerationSink {
   void OnEnd(Result<GenerationEnd> end) override {
     std::lock_guard<std::mutex> lock(mu_);
     EXPECT_FALSE(end_.has_value()) << "OnEnd twice";
+    if (ends_) end_order_ = ends_->fetch_add(1);
     end_ = std::move(end);
     cv_.notify_all();
   }
@@ -112,6 +116,10 @@ class RecordingSink final : public GenerationSink {
     std::lock_guard<std::mutex> lock(mu_);
     return start_;
   }
+  int end_order() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return end_order_;
+  }
 
  private:
   const bool hold_;
@@ -125,6 +133,8 @@ class RecordingSink final : public GenerationSink {
   bool holding_ = false;
   bool released_ = false;
   std::optional<Result<GenerationEnd>> end_;
+  const std::shared_ptr<std::atomic<int>> ends_;  // Null: ends are not numbered.
+  int end_order_ = -1;
 };
 
 GenerateRequest Greedy(const std::string& prompt, int32_t max_tokens) {
@@ -573,35 +583,6 @@ TEST_F(GenerationSchedulerTest, StepTimeBoundSpreadsAPromptOverStepsWhileOthersG
   scheduler->Stop(/*drain=*/false);
 }
 
-// Numbers its OnEnd calls across sinks sharing one counter: which request ended first.
-class EndOrderSink final : public GenerationSink {
- public:
-  explicit EndOrderSink(std::shared_ptr<std::atomic<int>> counter) : counter_(std::move(counter)) {}
-  void OnStart(const GenerationStart&) override {}
-  void OnText(const GenerationPiece&) override {}
-  void OnEnd(Result<GenerationEnd> end) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    order_ = counter_->fetch_add(1);
-    end_ = std::move(end);
-    cv_.notify_all();
-  }
-  // The end and its place among the ends (0: first), a minute at most.
-  std::pair<Result<GenerationEnd>, int> WaitEnd() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, 60s, [&] { return end_.has_value(); })) {
-      return {Status::Internal("no OnEnd within 60 s"), -1};
-    }
-    return {*end_, order_};
-  }
-
- private:
-  const std::shared_ptr<std::atomic<int>> counter_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Result<GenerationEnd>> end_;
-  int order_ = -1;
-};
-
 TEST_F(GenerationSchedulerTest, AShortPromptIsNotPrefilledBehindALongOneAdmittedBefore) {
   // While a stream generates, the step time bound gives prompts 16 tokens a step. A 200-token
   // prompt admitted first and a short one admitted right after it (in the same loop pass):
@@ -619,18 +600,18 @@ TEST_F(GenerationSchedulerTest, AShortPromptIsNotPrefilledBehindALongOneAdmitted
   std::string long_prompt;
   for (int i = 0; i < 200; ++i) long_prompt += " word";
   auto counter = std::make_shared<std::atomic<int>>(0);
-  auto long_sink = std::make_shared<EndOrderSink>(counter);
-  auto short_sink = std::make_shared<EndOrderSink>(counter);
+  auto long_sink = std::make_shared<RecordingSink>(counter);
+  auto short_sink = std::make_shared<RecordingSink>(counter);
   scheduler->Generate(Greedy(long_prompt, 1), long_sink);
   scheduler->Generate(Greedy("The sea is", 1), short_sink);
   generating->Release();
-  auto [short_end, short_order] = short_sink->WaitEnd();
-  auto [long_end, long_order] = long_sink->WaitEnd();
+  auto short_end = short_sink->WaitEnd();
+  auto long_end = long_sink->WaitEnd();
   ASSERT_TRUE(short_end.ok()) << short_end.status().ToString();
   ASSERT_TRUE(long_end.ok()) << long_end.status().ToString();
   ASSERT_GE(long_end->usage.prompt_tokens, 200);
-  EXPECT_EQ(short_order, 0) << "the short prompt waited behind the long one";
-  EXPECT_EQ(long_order, 1);
+  EXPECT_EQ(short_sink->end_order(), 0) << "the short prompt waited behind the long one";
+  EXPECT_EQ(long_sink->end_order(), 1);
   scheduler->Stop(/*drain=*/false);
 }
 
