@@ -522,6 +522,14 @@ L1Cache::Shard& L1Cache::ShardFor(uint64_t hash) const {
 }
 
 bool L1Cache::Lookup(const CacheKey& key, std::vector<float>* out) {
+  return Find(key, out, /*count_miss=*/true);
+}
+
+bool L1Cache::LookupAgain(const CacheKey& key, std::vector<float>* out) {
+  return Find(key, out, /*count_miss=*/false);
+}
+
+bool L1Cache::Find(const CacheKey& key, std::vector<float>* out, bool count_miss) {
   const uint64_t hash = MixKey(key);
   Shard& s = ShardFor(hash);
   const int64_t now = Now();
@@ -530,7 +538,7 @@ bool L1Cache::Lookup(const CacheKey& key, std::vector<float>* out) {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.map.find(key);
     if (it == s.map.end()) {
-      ++s.misses;
+      if (count_miss) ++s.misses;
       return false;
     }
     Entry* e = it->second;
@@ -542,7 +550,7 @@ bool L1Cache::Lookup(const CacheKey& key, std::vector<float>* out) {
       return true;
     }
     s.Remove(e, Removal::kExpired, &graveyard);
-    ++s.misses;
+    if (count_miss) ++s.misses;
   }
   FreeChain(graveyard);
   return false;

@@ -100,6 +100,10 @@ class L1Cache {
   // Copies the value into *out (reusing its capacity; may be null to only probe) if present
   // and not expired. O(1). A hit refreshes recency and frequency.
   bool Lookup(const CacheKey& key, std::vector<float>* out);
+  // Lookup() again for a key whose Lookup() this caller has just counted as a miss (a second
+  // look before computing it): a hit counts and refreshes as Lookup()'s does (the first
+  // look's miss stays counted: counters only grow), a miss is not counted twice.
+  bool LookupAgain(const CacheKey& key, std::vector<float>* out);
   // Stores `value` under `key`, tagged with `tag` (the owning model's small id, for
   // EraseTag). Overwrites an existing entry (and restarts its TTL). Returns false if the value
   // is not resident afterwards: too large for a shard, or rejected by admission. O(1)
@@ -128,6 +132,7 @@ class L1Cache {
   struct MetricsHook;  // State shared with the registry's collect hook.
 
   Shard& ShardFor(uint64_t hash) const;
+  bool Find(const CacheKey& key, std::vector<float>* out, bool count_miss);
   int64_t Now() const { return options_.ttl_micros > 0 ? clock_.NowMicros() : 0; }
 
   const L1CacheOptions options_;

@@ -232,8 +232,19 @@ void EmbeddingCache::SingleFlightAndSchedule(std::shared_ptr<Pending> p,
   }
 
   std::vector<Item> leaders;
+  const size_t dims = static_cast<size_t>(p->request.job->dimensions());
   for (auto& item : misses) {
     if (flights_.JoinOrLead(item.key, MakeWaiter(p, item))) {
+      // A second look at L1 now that this request leads: between its first look (or its L2
+      // miss) and here, an earlier leader may have stored the row and ended its flight, and
+      // this one would compute it again. A leader stores in L1 before it ends its flight, so
+      // a row stored by then is seen here.
+      thread_local std::vector<float> row;
+      if (l1_ && l1_->LookupAgain(item.key, &row) && row.size() == dims) {
+        p->request.job->CompleteFromCache(item.index, row);
+        flights_.Complete(item.key, Status::Ok(), row);
+        continue;
+      }
       metrics_->leader->Inc();
       leaders.push_back(std::move(item));
     } else {

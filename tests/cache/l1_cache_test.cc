@@ -61,6 +61,20 @@ TEST(L1CacheTest, HitMissAndExactCopy) {
   EXPECT_EQ(s.bytes, L1Cache::ChargeBytes(kDim) + L1Cache::ChargeBytes(0));
 }
 
+TEST(L1CacheTest, LookupAgainCountsAHitButNotASecondMiss) {
+  ManualClock clock;
+  L1Cache cache(Options(100), clock, nullptr);
+  std::vector<float> out;
+  EXPECT_FALSE(cache.Lookup(Key(1), &out));
+  EXPECT_FALSE(cache.LookupAgain(Key(1), &out));
+  EXPECT_EQ(cache.stats().misses, 1u);
+  ASSERT_TRUE(cache.Insert(Key(1), 7, Value(1)));
+  ASSERT_TRUE(cache.LookupAgain(Key(1), &out));
+  EXPECT_EQ(out, Value(1));
+  EXPECT_EQ(cache.stats().hits, 1u);
+  EXPECT_EQ(cache.stats().misses, 1u);
+}
+
 TEST(L1CacheTest, OverwriteReplacesValueAndCharge) {
   ManualClock clock;
   for (bool admission : {true, false}) {

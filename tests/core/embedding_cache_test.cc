@@ -422,6 +422,21 @@ TEST_F(EmbeddingCacheL2Test, IdenticalConcurrentMissesComputeOnce) {
   EXPECT_EQ(redis_.count(Kind::kSet), 1u);
 }
 
+TEST_F(EmbeddingCacheL2Test, MissThatLeadsAfterAnEarlierFlightEndedTakesItsRowFromL1) {
+  Make(NoDistributed());
+  auto a = Resolve({1});
+  auto b = Resolve({1});  // Its L1 look is done: a miss; its MGET is out.
+  AllMiss();              // a's lookup: a leads.
+  auto s = NextScheduled();
+  ASSERT_TRUE(s);
+  Compute(*s);  // a's row is in L1 and its flight has ended...
+  ASSERT_EQ(a->calls(), 1);
+  AllMiss();  // ...before Redis answers b (its SET came after b's MGET).
+  ASSERT_EQ(b->calls(), 1) << "b found a's row in L1 instead of computing it again";
+  EXPECT_EQ(b->row(), Row(1));
+  EXPECT_EQ(scheduled(), 0u);
+}
+
 TEST_F(EmbeddingCacheL2Test, LockHolderComputesStoresAndThenReleasesItsOwnLock) {
   Make();
   auto a = Resolve({1});
