@@ -264,7 +264,11 @@ def test_broken_model_makes_the_server_not_ready(start_server, tmp_path, golden_
 
 
 def test_lazy_loading_loads_once_under_concurrent_first_requests(start_server, repo, golden_items):
-    s = start_server("--models.lazy_loading", model_repository=repo, name="lazy")
+    # 32 requests land together on a model that was just loaded and warmed up once, cold: the
+    # time-based admission estimate then says ~200 ms for the last of them and may 429 a few
+    # (seen in CI). That is admission's job, not this test's; it checks the single load.
+    s = start_server("--models.lazy_loading", "--requests.max_queue_delay_millis", "0",
+                     model_repository=repo, name="lazy")
     meta = s.get(f"/v2/models/{DEFAULT_MODEL_NAME}").json()
     assert meta["state"] == "UNLOADED"
     assert s.get(f"/v2/models/{DEFAULT_MODEL_NAME}/ready").status_code == 503
