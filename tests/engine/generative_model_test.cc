@@ -141,8 +141,6 @@ TEST_F(GenerativeModelTest, TokenizeDetokenizeRoundTrip) {
 }
 
 TEST_F(GenerativeModelTest, GreedyGenerationIsDeterministic) {
-  // Not "What is the capital of France?": after SmolLM2's default system prompt the Q4_1 model
-  // answers that one in French verse (as llama-server does), this one with Paris.
   const auto prompt = ChatPrompt("Which city is the capital of France?");
   const auto first = GenerateAlone(0, prompt, 16);
   ASSERT_EQ(first.size(), 16u);
@@ -152,7 +150,26 @@ TEST_F(GenerativeModelTest, GreedyGenerationIsDeterministic) {
   EXPECT_EQ(first, second);
   auto text = model_->Detokenize(first, false);
   ASSERT_TRUE(text.ok());
-  EXPECT_NE(text->find("Paris"), std::string::npos) << *text;
+  EXPECT_FALSE(text->empty());
+}
+
+// The weights say what they know, on any CPU: ggml's kernels differ by instruction set (AVX2,
+// AVX-512), and so do the greedy answers to a chat question (one machine's answer named Paris,
+// another's "the City of Light"), but the next token after a plain statement's start is
+// among the model's first few choices everywhere.
+TEST_F(GenerativeModelTest, ParisIsAmongTheFirstNextTokensOnAnyCpu) {
+  auto prompt = model_->Tokenize("The capital of France is", /*add_special=*/false, false);
+  auto paris = model_->Tokenize(" Paris", false, false);
+  ASSERT_TRUE(prompt.ok() && paris.ok());
+  ASSERT_EQ(paris->size(), 1u);
+  DecodeBatch batch;
+  batch.AddTokens(*prompt, 0, 0, true);
+  auto logits = model_->Decode(batch);
+  ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+  const std::span<const float> row = logits->Row(0);
+  const float score = row[static_cast<size_t>((*paris)[0])];
+  const auto higher = std::count_if(row.begin(), row.end(), [&](float l) { return l > score; });
+  EXPECT_LT(higher, 3) << "' Paris' is not among the first three next tokens";
 }
 
 // The scheduler's premise: a sequence gets the same greedy tokens whatever shares its batches.
