@@ -1,6 +1,8 @@
 #include "core/generation_scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "engine/sampler.h"
@@ -452,17 +454,6 @@ void GenerationScheduler::Step() {
     owner.push_back(seq.get());
     --budget;
   }
-  // While streams are generating, prompt tokens only up to the step time bound.
-  const auto generating = static_cast<int32_t>(batch.size());
-  const int64_t max_step_micros = options_.max_step_millis_while_generating * 1000;
-  if (generating > 0 && max_step_micros > 0 && step_cost_.measured() &&
-      step_cost_.micros_per_token() > 0) {
-    const double fit = (static_cast<double>(max_step_micros) - step_cost_.fixed_micros()) /
-                       step_cost_.micros_per_token();
-    const auto prefill = static_cast<int32_t>(
-        std::max<double>(options_.min_prefill_tokens_per_step, fit - generating));
-    budget = std::min(budget, prefill);
-  }
   std::vector<Sequence*> prefilling;
   for (auto& seq : running_) {
     if (seq->prefilled < seq->request->prompt.size()) prefilling.push_back(seq.get());
@@ -470,6 +461,20 @@ void GenerationScheduler::Step() {
   std::stable_sort(prefilling.begin(), prefilling.end(), [](const Sequence* a, const Sequence* b) {
     return a->request->prompt.size() - a->prefilled < b->request->prompt.size() - b->prefilled;
   });
+  // While streams are generating, prompt tokens only up to the step time bound, or what the
+  // first-token target needs if that is more.
+  const auto generating = static_cast<int32_t>(batch.size());
+  const int64_t max_step_micros = options_.max_step_millis_while_generating * 1000;
+  if (generating > 0 && max_step_micros > 0 && !prefilling.empty() && step_cost_.measured() &&
+      step_cost_.micros_per_token() > 0) {
+    const double fit = (static_cast<double>(max_step_micros) - step_cost_.fixed_micros()) /
+                       step_cost_.micros_per_token();
+    const auto prefill = static_cast<int32_t>(
+        std::max<double>(options_.min_prefill_tokens_per_step, fit - generating));
+    budget = std::min(budget,
+                      std::max(prefill, PromptTokensForFirstTokenTarget(prefilling, generating,
+                                                                        now)));
+  }
   std::vector<std::pair<Sequence*, int32_t>> chunks;
   for (Sequence* seq : prefilling) {
     const std::vector<TokenId>& prompt = seq->request->prompt;
@@ -534,6 +539,26 @@ void GenerationScheduler::Step() {
     end.finish_reason = seq->finish_reason;
     Finish(std::move(seq), std::move(end));
   }
+}
+
+int32_t GenerationScheduler::PromptTokensForFirstTokenTarget(
+    const std::vector<Sequence*>& prefilling, int32_t generating, int64_t now) const {
+  if (options_.target_time_to_first_token_millis <= 0) return 0;
+  // A prompt of R tokens left, prefilled p a step, takes R / p steps of (d + c p): R / p
+  // times the step's fixed and generating part d, plus c R for its own tokens, whatever p.
+  // To end within the time left L: p >= R d / (L - c R); no p does when L <= c R.
+  const double c = step_cost_.micros_per_token();
+  const double d = step_cost_.fixed_micros() + c * generating;
+  const auto target = static_cast<double>(options_.target_time_to_first_token_millis) * 1000;
+  double tokens = 0;
+  for (const Sequence* seq : prefilling) {
+    const auto remaining = static_cast<double>(seq->request->prompt.size() - seq->prefilled);
+    const double slack =
+        target - static_cast<double>(now - seq->request->call_micros) - c * remaining;
+    if (slack <= 0) continue;  // Too long or too late: the step time bound rules.
+    tokens += std::min(remaining, std::ceil(remaining * d / slack));
+  }
+  return static_cast<int32_t>(std::min<double>(tokens, std::numeric_limits<int32_t>::max()));
 }
 
 bool GenerationScheduler::Advance(Sequence& seq, std::span<const float> logits, int64_t now) {

@@ -66,6 +66,16 @@ struct GenerationSchedulerOptions {
   // Prompt tokens a step takes at least, whatever the time bound, so that prompts progress
   // when the generating streams alone fill it (their first token would never come).
   int32_t min_prefill_tokens_per_step = 16;
+  // Time to first token the prefill aims for while streams generate; 0 = none. The step time
+  // bound above favours the running streams; this favours the new ones. Each step, a prompt
+  // that can still get its first token within this time of its arrival gets as many tokens as
+  // it needs to (at the fitted step cost: the fewer steps it is spread over, the fewer fixed
+  // and generating parts it waits for), even past the step time bound; one that cannot (too
+  // long, or already late) gets no more than the bound gives, so a long document never
+  // stalls the running streams for the sake of a target it would miss anyway. Set it under
+  // the TTFT SLO by a step or so; lower makes steps longer (inter-token latency) when prompts
+  // arrive while many streams generate.
+  int64_t target_time_to_first_token_millis = 0;
   // Requests waiting for KV space or a free sequence: beyond it Generate() answers
   // kResourceExhausted at once. Bounds the memory and the wait behind a full model; a client
   // then retries elsewhere rather than queueing unboundedly. At least 1: every request passes
@@ -177,6 +187,9 @@ class GenerationScheduler {
   // The step loop's own; no lock.
   std::vector<std::unique_ptr<Sequence>> running_;
   BatchCostModel step_cost_;  // Step time against the tokens in the step.
+  // Prompt tokens this step needs for target_time_to_first_token_millis (see there).
+  int32_t PromptTokensForFirstTokenTarget(const std::vector<Sequence*>& prefilling,
+                                          int32_t generating, int64_t now) const;
   int64_t prompt_tokens_decoded_ = 0;
   int64_t generated_tokens_decoded_ = 0;
   // What PublishStats() last added to the model's gauges: several step loops (one per

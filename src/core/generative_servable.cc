@@ -74,6 +74,7 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
     scheduler.prefill_chunk_tokens = g.prefill_chunk_tokens;
     scheduler.max_step_millis_while_generating = g.max_step_millis_while_generating;
     scheduler.min_prefill_tokens_per_step = g.min_prefill_tokens_per_step;
+    scheduler.target_time_to_first_token_millis = g.target_time_to_first_token_millis;
     scheduler.max_waiting_requests = g.max_waiting_requests;
     scheduler.max_queue_delay_millis = g.max_queue_delay_millis;
     scheduler.default_timeout_millis = options.default_timeout_millis;

@@ -43,6 +43,7 @@
 //   prefill_chunk_tokens: 256     # most prompt tokens of one request in one step
 //   max_step_millis_while_generating: 60  # prompt tokens cut to keep steps (inter-token) under
 //   min_prefill_tokens_per_step: 16       # ... but at least this many per step
+//   target_time_to_first_token_millis: 400  # ... or more, for a prompt that can still make it
 //   max_waiting_requests: 64      # requests waiting to start before 429s
 //   max_queue_delay_millis: 10000 # longest wait for KV space before a 429
 //   decode_threads: 1             # llama.cpp compute threads (see GenerativeModelOptions)
@@ -136,6 +137,7 @@ struct GenerativeConfig {
   int prefill_chunk_tokens = 256;  // Most prompt tokens of one request per step.
   int max_step_millis_while_generating = 60;  // Step time bound while streams generate; 0 off.
   int min_prefill_tokens_per_step = 16;       // Prompt tokens a step takes at least.
+  int target_time_to_first_token_millis = 400;  // Prefill pace for new prompts; 0 off.
   int max_waiting_requests = 64;   // Waiting for admission before ResourceExhausted.
   int max_queue_delay_millis = 10'000;  // Longest wait for admission; 0 = no limit.
   int decode_threads = 1;

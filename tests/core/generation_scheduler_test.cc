@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "tests/core/timed_generative_model.h"
 #include "tests/engine/test_paths.h"
 
 namespace tailcut {
@@ -613,6 +614,89 @@ TEST_F(GenerationSchedulerTest, AShortPromptIsNotPrefilledBehindALongOneAdmitted
   EXPECT_EQ(short_sink->end_order(), 0) << "the short prompt waited behind the long one";
   EXPECT_EQ(long_sink->end_order(), 1);
   scheduler->Stop(/*drain=*/false);
+}
+
+// The first-token target, on steps of a stated cost (10 ms + 6 ms a token on the ManualClock:
+// TimedGenerativeModel). One stream generates while a prompt of `words` tokens arrives; the
+// step time bound (40 ms) alone lets a step take 4 prompt tokens beside the stream's one.
+// What the arriving prompt's prefill looked like: its steps and the time to its first token.
+struct PrefillRun {
+  int steps = 0;
+  int64_t first_token_micros = 0;
+  int64_t longest_step_micros = 0;  // Of the steps that carried a token of the stream.
+};
+
+class FirstTokenTargetTest : public GenerationSchedulerTest {
+ protected:
+  static constexpr int64_t kFixedMicros = 10'000, kPerTokenMicros = 6'000;
+
+  PrefillRun Arrive(int words, int64_t target_millis) {
+    Load(/*context_tokens=*/2048);
+    auto timed = std::make_unique<testing::TimedGenerativeModel>(std::move(model_), clock_,
+                                                                 kFixedMicros, kPerTokenMicros);
+    testing::TimedGenerativeModel* model = timed.get();
+    model_ = std::move(timed);
+    GenerationSchedulerOptions options;
+    options.max_step_millis_while_generating = 40;
+    options.min_prefill_tokens_per_step = 1;
+    options.target_time_to_first_token_millis = target_millis;
+    options.reuse_prompt_prefix = false;
+    Start(options);
+    // A few steps of two sizes first, so the step cost is fitted (exactly: the steps are).
+    EXPECT_TRUE(Run(Greedy("The sea is", 4))->WaitEnd().ok());
+    auto generating = Run(Greedy("Count from 1 to 1000: 1, 2, 3, 4, 5,", 200), /*hold=*/true);
+    EXPECT_TRUE(generating->WaitHolding());
+    const size_t before = model->steps().size();
+    std::string prompt;
+    for (int i = 0; i < words; ++i) prompt += " word";
+    auto arriving = Run(Greedy(prompt, 1));  // Called now: its first token is timed from here.
+    generating->Release();
+    EXPECT_TRUE(arriving->WaitEnd().ok());
+    scheduler_->Stop(/*drain=*/false);
+    // The generating stream is the one sequence in the held step; the other is the arrival.
+    const auto steps = model->steps();
+    const SequenceId stream = steps.at(before - 1).begin()->first;
+    PrefillRun run;
+    int64_t elapsed = 0;
+    for (size_t i = before; i < steps.size(); ++i) {
+      int tokens = 0, arrival = 0;
+      for (const auto& [sequence, n] : steps[i]) {
+        tokens += n;
+        if (sequence != stream) arrival += n;
+      }
+      const int64_t micros = kFixedMicros + kPerTokenMicros * tokens;
+      elapsed += micros;
+      if (steps[i].count(stream)) run.longest_step_micros = std::max(run.longest_step_micros, micros);
+      if (arrival > 0) {
+        ++run.steps;
+        run.first_token_micros = elapsed;
+      }
+    }
+    return run;
+  }
+};
+
+TEST_F(FirstTokenTargetTest, WithoutATargetThePromptTakesWhatTheStepTimeBoundLeaves) {
+  const PrefillRun run = Arrive(/*words=*/50, /*target_millis=*/0);
+  EXPECT_LE(run.longest_step_micros, 40'000);
+  EXPECT_GE(run.steps, 12) << "4 prompt tokens a step";
+  EXPECT_GT(run.first_token_micros, 450'000);
+}
+
+TEST_F(FirstTokenTargetTest, APromptThatCanMakeTheTargetGetsTheTokensItNeeds) {
+  // 50 tokens at 6 ms are 300 ms of the 400: the other 100 ms pay for the steps' fixed and
+  // generating parts (16 ms a step), so about 8 tokens a step.
+  const PrefillRun run = Arrive(/*words=*/50, /*target_millis=*/400);
+  EXPECT_LE(run.first_token_micros, 400'000 + 70'000) << "within about a step of the target";
+  EXPECT_LE(run.steps, 8);
+  EXPECT_GT(run.longest_step_micros, 40'000) << "past the step time bound, for the target";
+}
+
+TEST_F(FirstTokenTargetTest, APromptThatCannotMakeTheTargetDoesNotStallTheStreams) {
+  // 200 tokens need 1.2 s of steps alone: no share of the steps meets 400 ms, so the running
+  // stream keeps the bound's steps.
+  const PrefillRun run = Arrive(/*words=*/200, /*target_millis=*/400);
+  EXPECT_LE(run.longest_step_micros, 40'000);
 }
 
 TEST_F(GenerationSchedulerTest, InvalidRequestsAreRefusedWithTheNumbers) {

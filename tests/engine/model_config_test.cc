@@ -60,7 +60,8 @@ TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
                                        "context_tokens: 512\nmax_sequences: 3\n"
                                        "batch_tokens: 128\nprefill_chunk_tokens: 64\n"
                                        "max_waiting_requests: 5\nmax_queue_delay_millis: 250\n"
-                                       "thread_poll_level: 50\n";
+                                       "thread_poll_level: 50\n"
+                                       "target_time_to_first_token_millis: 300\n";
   auto c = LoadModelConfig(dir.string());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->kind, ModelKind::kGenerative);
@@ -73,6 +74,7 @@ TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
   EXPECT_EQ(c->generation.max_waiting_requests, 5);
   EXPECT_EQ(c->generation.max_queue_delay_millis, 250);
   EXPECT_EQ(c->generation.thread_poll_level, 50);
+  EXPECT_EQ(c->generation.target_time_to_first_token_millis, 300);
 
   std::ofstream(dir / "model.yaml") << "kind: generative\nfile: a.gguf\nmax_sequences: 0\n";
   c = LoadModelConfig(dir.string());
