@@ -28,6 +28,10 @@ natural length, each question once), `max_tokens` 64, greedy, driven by tailcut-
                     --logits_all False and --flash_attn True (what the other two run: llama.cpp's
                     default flash-attention "auto" is on for the CPU backend, and neither
                     computes the logits of every prompt token)
+  tailcut:K=V/...   tailcut with these model.yaml keys set over the options above (e.g.
+                    tailcut:thread_poll_level=50/min_prefill_tokens_per_step=4), so that
+                    settings are compared in one run; tailcut-chunkN and tailcut-nochunk
+                    (below) may be swept too
 
 Every point starts a fresh server (no KV, cache or queue state carries over) and runs
 --warmup + --duration seconds of arrivals; all systems at one rate see the same prompts (the
@@ -41,7 +45,13 @@ inter-token P99 <= 86 ms with no error. A request still streaming at --timeout c
 transport timeout and its tokens are not counted (the load generator keeps only finished
 streams), so an overloaded point's tokens/s is a slight underestimate. A request whose reused
 keep-alive connection the server had closed is resent once on a new one (llama-server closes
-after every streamed response): `stale_connection_retries`, not an error.
+after every streamed response): `stale_connection_retries`, not an error. Each point also
+counts its inter-token gaps over 86 ms (`slow_gaps`: how many spanned another request's
+arrival, the most streams open during one) and, for tailcut, the same count by the server's
+own histogram (`server_inter_token`): equal counts mean slow steps, more on the client's side
+a slow way out. With --repeats K each point runs K times (fresh prompts, the same for every
+system, the systems' order rotated) and is reported as the median, with the P99s' range: at
+these rates a 30 s point holds 4-32 requests, and its P99 is close to its worst request.
 
 Phases:
   sweep   every system at each of --rates
@@ -240,8 +250,10 @@ class Systems:
         """Fails before anything runs when a system's program is missing."""
         need = {"loadgen": self.a.loadgen}
         for n in names:
-            if n in ("tailcut", "tailcut-serial", "tailcut-nochunk") or \
+            if n in ("tailcut", "tailcut-serial", "tailcut-nochunk") or n.startswith("tailcut:") or \
                     (n.startswith("tailcut-chunk") and n.removeprefix("tailcut-chunk").isdigit()):
+                if n.startswith("tailcut:"):
+                    model_yaml_overrides(n)  # A malformed name fails here, before any run.
                 need["tailcut"] = self.a.tailcut
             elif n == "llama-server":
                 need["llama-server (bench/build_llama_server.sh)"] = self.a.llama_server
@@ -249,7 +261,8 @@ class Systems:
                 need["llama-cpp-python (bench/build_llama_cpp_python.sh)"] = \
                     self.a.llama_cpp_python / "llama_cpp" / "lib" / "libllama.so"
             else:
-                raise BenchError(f"unknown system {n}")
+                raise BenchError(f"unknown system {n}: choose from {', '.join(SYSTEMS)}, "
+                                 "tailcut-nochunk, tailcut-chunkN, tailcut:key=value/...")
         missing = [f"{k}: {p}" for k, p in need.items() if not Path(p).exists()]
         if not self.a.gguf.exists():
             missing.append(f"model: {self.a.gguf}")
@@ -268,6 +281,9 @@ class Systems:
                                 step_millis=0)
         if name.startswith("tailcut-chunk"):
             return self.tailcut(name, tag, a.parallel, int(name.removeprefix("tailcut-chunk")))
+        if name.startswith("tailcut:"):
+            return self.tailcut(name, tag, a.parallel, a.prefill_chunk,
+                                overrides=model_yaml_overrides(name))
         if name == "llama-server":
             return Proc(name, lambda port: [
                 str(a.llama_server), "-m", str(a.gguf), "--host", "127.0.0.1", "--port", str(port),
@@ -288,27 +304,41 @@ class Systems:
         raise BenchError(f"unknown system {name}")
 
     def tailcut(self, name: str, tag: str, sequences: int, chunk: int, batch_tokens: int = 512,
-                context: int | None = None, step_millis: int = 60) -> Proc:
+                context: int | None = None, step_millis: int = 60,
+                overrides: dict[str, str] | None = None) -> Proc:
         a = self.a
-        folder = self.tmp / f"repo-{name}" / MODEL_NAME
+        folder = self.tmp / f"repo-{name.replace('/', '+')}" / MODEL_NAME
         folder.mkdir(parents=True, exist_ok=True)
         link = folder / a.gguf.name
         if not link.exists():
             link.symlink_to(a.gguf.resolve())
-        (folder / "model.yaml").write_text(
-            f"name: {MODEL_NAME}\nkind: generative\nfile: {a.gguf.name}\n"
-            f"context_tokens: {context or self.context}\nmax_sequences: {sequences}\n"
-            f"batch_tokens: {batch_tokens}\nprefill_chunk_tokens: {chunk}\n"
-            f"max_step_millis_while_generating: {a.step_millis if step_millis else 0}\n"
-            f"min_prefill_tokens_per_step: {a.min_prefill}\n"
-            f"kv_cache: {a.kv_cache}\n"
-            f"decode_threads: {a.threads}\nbatch_threads: {a.threads}\n"
-            f"thread_poll_level: {a.poll}\n"
+        keys = {
+            "name": MODEL_NAME, "kind": "generative", "file": a.gguf.name,
+            "context_tokens": context or self.context, "max_sequences": sequences,
+            "batch_tokens": batch_tokens, "prefill_chunk_tokens": chunk,
+            "max_step_millis_while_generating": a.step_millis if step_millis else 0,
+            "min_prefill_tokens_per_step": a.min_prefill, "kv_cache": a.kv_cache,
+            "decode_threads": a.threads, "batch_threads": a.threads, "thread_poll_level": a.poll,
             # Requests queue here rather than being refused: the load generator measures the wait.
-            "max_waiting_requests: 100000\nmax_queue_delay_millis: 0\n")
+            "max_waiting_requests": 100000, "max_queue_delay_millis": 0,
+        }
+        keys.update(overrides or {})
+        (folder / "model.yaml").write_text("".join(f"{k}: {v}\n" for k, v in keys.items()))
         return Proc(name, lambda port: [str(a.tailcut), "serve", "--host", "127.0.0.1",
                                         "--port", str(port), "--model-repository", str(folder.parent)],
                     "/v2/health/ready", self.tmp / f"{tag}.log", fatal="failed to load")
+
+
+def model_yaml_overrides(name: str) -> dict[str, str]:
+    """`tailcut:key=value/key=value` -> the model.yaml keys it sets (not a comma: --systems
+    is a comma-separated list)."""
+    out = {}
+    for item in name.removeprefix("tailcut:").split("/"):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise BenchError(f"{name}: expected tailcut:key=value[/key=value...]")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -327,10 +357,55 @@ def stream_stats(samples: list[dict]) -> dict:
             "itl_p50_ms": pct(gaps, 0.5), "itl_p99_ms": pct(gaps, 0.99)}
 
 
+def server_inter_token(port: int) -> dict | None:
+    """tailcut's own count of inter-token gaps (tailcut_generation_inter_token_seconds, whole
+    run including the warm-up): all, and those over the bucket bound at or above the SLO. Set
+    against the load generator's, it says whether a slow gap was a slow step or a slow way
+    to the client."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except (OSError, urllib.error.URLError):
+        return None
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("tailcut_generation_inter_token_seconds_bucket"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[math.inf if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
+    if not buckets:
+        return None
+    total = buckets[math.inf]
+    bound = min((b for b in buckets if b >= ITL_SLO_MS / 1000), default=math.inf)
+    return {"gaps": total, "over_bucket_bound_s": bound, "over": total - buckets[bound]}
+
+
+def slow_gaps(samples: list[dict]) -> dict:
+    """What the inter-token gaps over the SLO coincide with: how many there are, how many
+    spanned another request's arrival (its prompt then shares the steps), and the largest
+    number of streams open during one. The times come from the load generator's samples
+    (scheduled time, TTFT, then the gaps)."""
+    ok = [s for s in samples if s["status"] == 200 and s["ttft_ms"] >= 0]
+    arrivals = sorted(s["scheduled_s"] * 1000 for s in samples)
+    spans = [(s["scheduled_s"] * 1000, s["scheduled_s"] * 1000 + s["ttft_ms"] + sum(s["gaps_ms"]))
+             for s in ok]
+    n = with_arrival = most_open = 0
+    for s in ok:
+        t = s["scheduled_s"] * 1000 + s["ttft_ms"]
+        for gap in s["gaps_ms"]:
+            if gap > ITL_SLO_MS:
+                n += 1
+                if any(t < a < t + gap for a in arrivals):
+                    with_arrival += 1
+                most_open = max(most_open, sum(1 for b, e in spans if b < t + gap and e > t))
+            t += gap
+    return {"over_slo": n, "spanning_an_arrival": with_arrival, "most_streams_open": most_open}
+
+
 def run_point(systems: Systems, name: str, workload: Path, rate: float, start: int, tag: str,
               long_lines: set[int] | None = None) -> dict:
     """One fresh server of `name`, one load-generator run; the point's summary."""
     a = systems.a
+    tag = tag.replace("/", "+")  # A file name, whatever the system's name holds.
     out, samples_path = systems.tmp / f"{tag}.json", systems.tmp / f"{tag}.samples.jsonl"
     with systems.make(name, tag) as server:
         argv = [str(a.loadgen), "--port", str(server.port), "--path", "/v1/chat/completions",
@@ -355,6 +430,7 @@ def run_point(systems: Systems, name: str, workload: Path, rate: float, start: i
                 gen.wait()
         server.alive()
         rss = server.peak_rss_mb()
+        server_gaps = server_inter_token(server.port) if name.startswith("tailcut") else None
     rep = json.loads(out.read_text())
     samples = [json.loads(line) for line in samples_path.read_text().splitlines() if line]
     st = rep.get("streaming") or {}
@@ -378,6 +454,9 @@ def run_point(systems: Systems, name: str, workload: Path, rate: float, start: i
     row["meets_slo"] = bool(
         not errors and row["ttft_p99_ms"] is not None and row["ttft_p99_ms"] <= TTFT_SLO_MS
         and (row["itl_p99_ms"] or 0) <= ITL_SLO_MS)
+    row["slow_gaps"] = slow_gaps(samples)
+    if server_gaps:
+        row["server_inter_token"] = server_gaps
     if long_lines is not None:
         row["short"] = stream_stats([s for s in samples if s["line"] not in long_lines])
         row["long"] = stream_stats([s for s in samples if s["line"] in long_lines])
@@ -387,7 +466,49 @@ def run_point(systems: Systems, name: str, workload: Path, rate: float, start: i
           f"{row['itl_p99_ms'] or 0:6.1f} ms, {row['tokens_per_s'] or 0:6.1f} tok/s, ok {row['ok']}, "
           f"errors {errors or 0}, CPU {row['cpu_s_per_request'] or 0:.2f} s/req, RSS {rss:.0f} MB"
           + (f", short ITL P99 {row['short']['itl_p99_ms'] or 0:.1f} ms" if long_lines is not None else "")
+          + f", gaps > {ITL_SLO_MS:.0f} ms: {row['slow_gaps']['over_slo']} "
+            f"({row['slow_gaps']['spanning_an_arrival']} spanning an arrival)"
           + f", SLO {'met' if row['meets_slo'] else 'missed'}", flush=True)
+    return row
+
+
+MEDIAN_FIELDS = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tokens_per_s",
+                 "requests_per_s", "cpu_s_per_request", "cpu_per_s", "peak_rss_mb", "send_lag_p99_ms")
+
+
+def merge_repeats(runs: list[dict]) -> dict:
+    """One point from its --repeats runs: each figure the median of the runs' (a P99 of each
+    run, not of the pooled samples: the spread between runs is what the repeats measure),
+    counts and errors summed, the SLO judged on the medians; every run kept under "runs"."""
+    if len(runs) == 1:
+        return runs[0]
+
+    def median(key: str):
+        v = sorted(r[key] for r in runs if r[key] is not None)
+        if not v:
+            return None
+        mid = len(v) // 2
+        return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+    row = {"system": runs[0]["system"], "offered_rate": runs[0]["offered_rate"],
+           "sent": sum(r["sent"] for r in runs), "ok": sum(r["ok"] for r in runs), "errors": {}}
+    for r in runs:
+        for k, v in r["errors"].items():
+            row["errors"][k] = row["errors"].get(k, 0) + v
+    for key in MEDIAN_FIELDS:
+        row[key] = median(key)
+    row["stale_connection_retries"] = sum(r["stale_connection_retries"] for r in runs)
+    row["spread"] = {k: [min(r[k] or 0 for r in runs), max(r[k] or 0 for r in runs)]
+                     for k in ("ttft_p99_ms", "itl_p99_ms")}
+    row["meets_slo"] = bool(
+        not row["errors"] and row["ttft_p99_ms"] is not None and row["ttft_p99_ms"] <= TTFT_SLO_MS
+        and (row["itl_p99_ms"] or 0) <= ITL_SLO_MS)
+    row["runs"] = runs
+    print(f"  {row['system']:17} {row['offered_rate']:6.3f} req/s, median of {len(runs)}: TTFT P99 "
+          f"{row['ttft_p99_ms'] or 0:.0f} ({row['spread']['ttft_p99_ms'][0]:.0f}-"
+          f"{row['spread']['ttft_p99_ms'][1]:.0f}) ms, ITL P99 {row['itl_p99_ms'] or 0:.1f} "
+          f"({row['spread']['itl_p99_ms'][0]:.1f}-{row['spread']['itl_p99_ms'][1]:.1f}) ms, "
+          f"SLO {'met' if row['meets_slo'] else 'missed'}", flush=True)
     return row
 
 
@@ -416,12 +537,14 @@ def search(systems: Systems, name: str, sweep_rows: list[dict], workload: Path, 
         rate = min(2 * lo, args.search_max_rate)
         if rate <= lo:
             break
-        row = run_point(systems, name, workload, rate, lines.take(rate), f"search-{name}-{rate:g}")
+        row = merge_repeats([run_point(systems, name, workload, rate, lines.take(rate),
+                                       f"search-{name}-{rate:g}-{k}") for k in range(args.repeats)])
         extra.append(row)
         lo, hi = (rate, None) if row["meets_slo"] else (lo, rate)
     for _ in range(args.search_steps if hi is not None else 0):
         rate = round((lo + hi) / 2, 4)
-        row = run_point(systems, name, workload, rate, lines.take(rate), f"search-{name}-{rate:g}")
+        row = merge_repeats([run_point(systems, name, workload, rate, lines.take(rate),
+                                       f"search-{name}-{rate:g}-{k}") for k in range(args.repeats)])
         extra.append(row)
         lo, hi = (rate, hi) if row["meets_slo"] else (lo, rate)
     return (lo if lo > 0 else None), extra
@@ -483,19 +606,30 @@ def fmt_errors(e: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in e.items()) or "0"
 
 
+def spread(row: dict, key: str) -> str:
+    """' (lo–hi)' over a repeated point's runs, '' for a single run."""
+    if "spread" not in row:
+        return ""
+    lo, hi = row["spread"][key]
+    return f" ({fmt_ms(lo)}–{fmt_ms(hi)})"
+
+
 def markdown(results: dict, args) -> str:
+    order = list(dict.fromkeys(r["system"] for r in results["sweep"] + results["search"]))
     out = ["| system | offered req/s | TTFT P50 / P99 ms | ITL P50 / P99 ms | tok/s | req/s | errors "
            "| CPU s/req | CPU/s | peak RSS MB | SLO |",
            "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
-    for row in sorted(results["sweep"] + results["search"], key=lambda r: (SYSTEMS.index(r["system"]), r["offered_rate"])):
+    for row in sorted(results["sweep"] + results["search"], key=lambda r: (order.index(r["system"]), r["offered_rate"])):
         out.append(
-            f"| {row['system']} | {row['offered_rate']:g} | {fmt_ms(row['ttft_p50_ms'])} / {fmt_ms(row['ttft_p99_ms'])} "
-            f"| {fmt_ms(row['itl_p50_ms'])} / {fmt_ms(row['itl_p99_ms'])} | {row['tokens_per_s'] or 0:.1f} "
+            f"| {row['system']} | {row['offered_rate']:g} | {fmt_ms(row['ttft_p50_ms'])} / {fmt_ms(row['ttft_p99_ms'])}"
+            f"{spread(row, 'ttft_p99_ms')} | {fmt_ms(row['itl_p50_ms'])} / {fmt_ms(row['itl_p99_ms'])}"
+            f"{spread(row, 'itl_p99_ms')} | {row['tokens_per_s'] or 0:.1f} "
             f"| {row['requests_per_s']:.2f} | {fmt_errors(row['errors'])} | {row['cpu_s_per_request'] or 0:.2f} "
             f"| {row['cpu_per_s'] or 0:.2f} | {row['peak_rss_mb']:.0f} | {'met' if row['meets_slo'] else 'missed'} |")
     best = results["max_rate_at_slo"]
     out += ["", f"Highest rate meeting TTFT P99 <= {TTFT_SLO_MS:.0f} ms and ITL P99 <= {ITL_SLO_MS:.0f} ms "
-            f"(no error), {args.duration:g} s per point:", "",
+            f"(no error), {args.duration:g} s per point"
+            f"{f', median of {args.repeats} runs (P99 ranges in brackets)' if args.repeats > 1 else ''}:", "",
             "| system | max req/s at SLO |", "|---|---:|"]
     out += [f"| {s} | {'none tried met it' if r is None else f'{r:g}'} |" for s, r in best.items()]
     ratios = results["targets"]
@@ -547,6 +681,9 @@ def main() -> int:
     ap.add_argument("--rates", default="0.25,0.5,1,2", help="sweep rates, req/s")
     ap.add_argument("--duration", type=float, default=30, help="measured seconds per point")
     ap.add_argument("--warmup", type=float, default=3)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs per point (sweep and search), each with its own prompts; the "
+                         "point is their median, with the spread of the P99s")
     ap.add_argument("--timeout", type=float, default=20,
                     help="seconds a request may take; later it counts as unfinished (and an "
                          "overloaded point ends at warm-up + duration + timeout)")
@@ -590,17 +727,15 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tailcut-gen-bench-"))
     systems = Systems(args, tmp)
     try:
-        unknown = [n for n in names if n not in SYSTEMS]
-        if unknown:
-            raise BenchError(f"unknown --systems {unknown}: choose from {', '.join(SYSTEMS)}")
-        systems.check(names + mix_names)
+        systems.check(names + mix_names)  # Also refuses an unknown name.
     except BenchError as e:
         sys.exit(f"generation_bench: {e}")
     questions = make_workloads.qqp_questions(args.qqp)
     random.Random(args.seed).shuffle(questions)
     lines = Lines(args)
-    n_short = sum(int(r * (args.duration + args.warmup) * 1.5) + 10 for r in rates) * 2 + \
-        len(names) * (args.search_steps + 2) * (int(args.search_max_rate * (args.duration + args.warmup) * 1.5) + 10)
+    n_short = args.repeats * (
+        sum(int(r * (args.duration + args.warmup) * 1.5) + 10 for r in rates) * 2 +
+        len(names) * (args.search_steps + 2) * (int(args.search_max_rate * (args.duration + args.warmup) * 1.5) + 10))
     n_short = min(n_short, len(questions) // 2)
     workload = tmp / "chat.jsonl"
     write_workload(workload, questions[:n_short], args.max_tokens)
@@ -611,9 +746,15 @@ def main() -> int:
     started = time.monotonic()
     try:
         for rate in rates:
-            start = lines.take(rate)
-            for name in names:
-                results["sweep"].append(run_point(systems, name, workload, rate, start, f"sweep-{name}-{rate:g}"))
+            runs: dict[str, list[dict]] = {name: [] for name in names}
+            for k in range(args.repeats):
+                start = lines.take(rate)
+                # Each repeat its own prompts (the same for every system) and its own order of
+                # systems, so neither the prompts nor the position in the run favour one.
+                for name in names[k % len(names):] + names[:k % len(names)]:
+                    runs[name].append(run_point(systems, name, workload, rate, start,
+                                                f"sweep-{name}-{rate:g}-{k}"))
+            results["sweep"] += [merge_repeats(runs[name]) for name in names]
         for name in names:
             best, extra = search(systems, name, [r for r in results["sweep"] if r["system"] == name],
                                  workload, lines, args)
