@@ -3,7 +3,10 @@
 // decodes one token for every running sequence and, in the same Decode() call, a chunk of the
 // prompt of each newly admitted request, so a long prompt is prefilled a chunk per step beside
 // the running streams instead of stalling them. Requests join the running set between steps
-// and leave it the step they finish, freeing their KV cells for the next.
+// and leave it the step they finish, freeing their KV cells for the next. How many prompt
+// tokens a step takes while streams generate is a trade between the two halves of a latency
+// SLO: a step time bound for the running streams' inter-token latency, and a first-token
+// target for the new prompts that can still make it (the Options say how each is applied).
 //
 // Admission reserves each request's whole KV need up front (prompt + max_tokens cells, and a
 // sequence id), so a running sequence can never run out of cache halfway: no preemption, no
@@ -158,6 +161,10 @@ class GenerationScheduler {
   // Ends the running sequences that were cancelled or passed their deadline, then runs one
   // Decode() over the rest: a token for each generating sequence, prompt chunks after.
   void Step();
+  // Prompt tokens this step needs for target_time_to_first_token_millis (see there), with
+  // `generating` tokens of running streams in it.
+  int32_t PromptTokensForFirstTokenTarget(const std::vector<Sequence*>& prefilling,
+                                          int32_t generating, int64_t now) const;
   // Samples the token after `seq`'s last decoded one and streams its text; true when the
   // sequence finished with it.
   bool Advance(Sequence& seq, std::span<const float> logits, int64_t now);
@@ -187,9 +194,6 @@ class GenerationScheduler {
   // The step loop's own; no lock.
   std::vector<std::unique_ptr<Sequence>> running_;
   BatchCostModel step_cost_;  // Step time against the tokens in the step.
-  // Prompt tokens this step needs for target_time_to_first_token_millis (see there).
-  int32_t PromptTokensForFirstTokenTarget(const std::vector<Sequence*>& prefilling,
-                                          int32_t generating, int64_t now) const;
   int64_t prompt_tokens_decoded_ = 0;
   int64_t generated_tokens_decoded_ = 0;
   // What PublishStats() last added to the model's gauges: several step loops (one per
