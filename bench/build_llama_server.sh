@@ -23,11 +23,14 @@ mkdir -p "$SRC"
 if [[ ! -f "$SRC/CMakeLists.txt" ]]; then
   tar -xzf "$SDIST" -C "$SRC" --strip-components=3 "llama_cpp_python-$VERSION/vendor/llama.cpp"
 fi
+# The same CPU kernels as tailcut's libllama: no AMX (scripts/fetch_llama_cpp.sh says why).
 cmake -S "$SRC" -B "$OUT/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DGGML_NATIVE=ON -DGGML_OPENMP=OFF -DGGML_CCACHE=OFF -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_BUILD_COMMIT="${COMMIT:0:7}" -DLLAMA_BUILD_NUMBER=0 >/dev/null
+  -DLLAMA_BUILD_COMMIT="${COMMIT:0:7}" -DLLAMA_BUILD_NUMBER=0 \
+  "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
+  "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" >/dev/null
 nice -n 19 cmake --build "$OUT/build" --parallel "${JOBS:-2}" --target llama-server
 mkdir -p "$OUT/bin"
 cp "$OUT/build/bin/llama-server" "$OUT/bin/llama-server"

@@ -50,6 +50,12 @@ CMAKE_ARGS=(
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
   -DLLAMA_BUILD_COMMIT="${LLAMA_CPP_COMMIT:0:7}" -DLLAMA_BUILD_NUMBER=0
+  # No AMX kernels, although -march=native enables them on a CPU that has AMX (Intel Sapphire
+  # Rapids and later): on such a machine (KVM, 2 vCPUs) every decode of SmolLM2's Q4_1 weights
+  # crashed in ggml_backend_amx_mul_mat, as in ggml-org/llama.cpp#20824 (closed unfixed).
+  # Explicit -mno-* flags win over -march=native's whatever their order. AVX-512 stays.
+  "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 )
 
 # The key: what makes one build differ from another on this or another machine.
