@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <random>
 
@@ -47,6 +48,14 @@ ApiContext::ApiContext(InferenceApi& api, MetricsRegistry& metrics,
     default_model_index_ = model_labels_.size();
     model_labels_.push_back(default_model);
   }
+  for (size_t i = 0; i < model_labels_.size(); ++i) {
+    model_stats_.push_back(std::make_unique<ModelRequestStats>());
+  }
+}
+
+const ModelRequestStats* ApiContext::StatsFor(const std::string& model) const {
+  auto it = model_index_.find(model);
+  return it == model_index_.end() ? nullptr : model_stats_[it->second].get();
 }
 
 template <typename R>
@@ -171,6 +180,14 @@ void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
   m.parse->Observe(timings.parse_micros / 1e6);
   m.serialize->Observe(timings.serialize_micros / 1e6);
   m.total->Observe(timings.total_micros / 1e6);
+  // Inference requests (POSTs naming a served model), not metadata reads or admin actions.
+  if (model_index != 0 && exchange.request().method() == boost::beast::http::verb::post &&
+      !route.starts_with("/admin")) {
+    const auto unix_millis = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    model_stats_[model_index]->Record(status < 400, timings, unix_millis);
+  }
   if (options_.slow_request_log_millis > 0 && !route.starts_with("/admin") &&
       timings.total_micros > options_.slow_request_log_millis * 1000) {
     // The trace id ties this line to the client's trace (W3C traceparent).

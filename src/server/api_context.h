@@ -22,6 +22,7 @@
 #include "obs/metrics.h"
 #include "server/http_errors.h"
 #include "server/http_server.h"
+#include "server/model_request_stats.h"
 
 namespace tailcut {
 
@@ -78,6 +79,10 @@ class ApiContext {
                    const std::string& model, const Status& status, ErrorStyle style,
                    StageTimings timings = {});
 
+  // The inference requests answered for the served model named `model` (canonical name), or
+  // null for a name that is not served. Every POST to a model except /admin counts.
+  const ModelRequestStats* StatsFor(const std::string& model) const;
+
   // The `model` label for request metrics: a served model's canonical name, or empty.
   // Requests name models freely, and every distinct label value is a time series held
   // forever, so names of models that do not exist must not become labels.
@@ -127,6 +132,8 @@ class ApiContext {
   std::vector<std::string> model_labels_;
   std::map<std::string, size_t, std::less<>> model_index_;
   size_t default_model_index_ = 0;
+  // Per entry of model_labels_ (the first, "", unused).
+  std::vector<std::unique_ptr<ModelRequestStats>> model_stats_;
   mutable std::shared_mutex routes_mutex_;  // Guards routes_ (the map, not the children).
   std::map<std::string, std::unique_ptr<RouteMetrics>, std::less<>> routes_;
 };

@@ -23,6 +23,14 @@ unsigned HttpStatusFor(Status::Code code) {
   return 500;
 }
 
+ErrorStyle ErrorStyleForPath(std::string_view path) {
+  if (path == "/v2" || path.starts_with("/v2/")) return ErrorStyle::kKServe;
+  for (std::string_view tei : {"/", "/embed", "/embed_all", "/info", "/health", "/tokenize"}) {
+    if (path == tei) return ErrorStyle::kTei;
+  }
+  return ErrorStyle::kOpenAi;
+}
+
 namespace {
 
 // TEI's error_type vocabulary.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "server/http_server.h"
@@ -20,6 +21,11 @@ namespace tailcut {
 enum class ErrorStyle { kOpenAi, kTei, kKServe };
 
 unsigned HttpStatusFor(Status::Code code);
+// The error style of the API a path belongs to, for answers given before any API's handler
+// runs (no route, method not allowed): KServe under /v2, TEI for its routes, else OpenAI.
+// A client library formats the body it expects (tritonclient fails on an object under
+// "error").
+ErrorStyle ErrorStyleForPath(std::string_view path);
 // A complete error response: status, JSON body, and Retry-After for overload answers.
 // `http_status` overrides the status HttpStatusFor() picks (e.g. 405), so that the body's
 // "code" still agrees with the status line.

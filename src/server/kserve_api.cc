@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "server/json_body.h"
+#include "server/kserve_binary.h"
 #include "server/variant_json.h"
 
 namespace tailcut {
@@ -143,7 +144,8 @@ Status AppendFloat(const nlohmann::json& v, const std::string& where, std::vecto
 
 }  // namespace
 
-Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index) {
+Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
+                                 const std::string_view* binary) {
   const std::string where = "inputs[" + std::to_string(index) + "]";
   if (!input.is_object()) return Status::InvalidArgument(where + " must be an object");
   Tensor t;
@@ -178,6 +180,23 @@ Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index) {
   }
   t.type = *type;
   auto data = input.find("data");
+  if (binary) {
+    // Triton's binary extension: the elements, little-endian, row-major, after the JSON.
+    if (data != input.end()) {
+      return Status::InvalidArgument(tw + ": 'data' and parameters.binary_data_size are both "
+                                          "given; send one");
+    }
+    const auto want = static_cast<uint64_t>(*count) * DataTypeSize(t.type);
+    if (binary->size() != want) {
+      return Status::InvalidArgument(tw + ": binary_data_size is " +
+                                     std::to_string(binary->size()) + " bytes but shape " +
+                                     ShapeToString(t.shape) + " of " + dt + " needs " +
+                                     std::to_string(want));
+    }
+    const auto* p = reinterpret_cast<const std::byte*>(binary->data());
+    t.data.assign(p, p + binary->size());
+    return t;
+  }
   if (data == input.end() || !data->is_array()) {
     return Status::InvalidArgument(tw + ": 'data' is required and must be an array");
   }
@@ -238,7 +257,7 @@ Status NonFiniteOutput(const Tensor& t, size_t index) {
 
 }  // namespace
 
-Status AppendKServeTensor(const Tensor& t, std::string* out) {
+Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary) {
   const size_t n = t.data.size() / DataTypeSize(t.type);
   // Checked before anything is written, so a failure leaves `out` as it was.
   switch (t.type) {
@@ -266,6 +285,11 @@ Status AppendKServeTensor(const Tensor& t, std::string* out) {
   for (size_t i = 0; i < t.shape.size(); ++i) {
     if (i) *out += ',';
     *out += std::to_string(t.shape[i]);
+  }
+  if (binary) {
+    *out += "],\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + "}}";
+    binary->append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+    return Status::Ok();
   }
   *out += "],\"data\":";
   auto each = [&](auto&& write_one) {
@@ -306,14 +330,6 @@ Status AppendKServeTensor(const Tensor& t, std::string* out) {
 namespace {
 
 constexpr std::string_view kInferRoute = "/v2/models/{name}/infer";
-
-nlohmann::json SpecsJson(const std::vector<TensorSpec>& specs) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : specs) {
-    out.push_back({{"name", s.name}, {"datatype", DataTypeName(s.type)}, {"shape", s.shape}});
-  }
-  return out;
-}
 
 // Checks the "shape" of a BYTES input of `texts` texts.
 Status CheckTextShape(const nlohmann::json& input, size_t texts) {
@@ -363,9 +379,12 @@ Result<std::vector<std::string>> ReadOutputNames(const nlohmann::json& body) {
 }
 
 // Text models over KServe: one BYTES input of texts -> "embedding" FP32 [n, dim].
+// `raw`: the texts in binary (kserve_binary.h), instead of "data".
 void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann::json& body,
                const std::string& model, const std::string& id,
-               const std::vector<std::string>& outputs, StageTimings timings, int64_t deadline) {
+               const std::vector<std::string>& outputs, const KServeBinaryOutputs& binary_outputs,
+               const std::optional<std::string_view>& raw, StageTimings timings,
+               int64_t deadline) {
   const auto& inputs = body["inputs"];
   if (inputs.size() != 1) {
     return ctx.FinishError(exchange, kInferRoute, model,
@@ -401,7 +420,12 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
   }
   EmbedRequest req;
   req.model = model;
-  auto texts = ReadStringOrStringArray(in, "data");
+  auto texts = !raw ? ReadStringOrStringArray(in, "data")
+                    : in.contains("data")
+                        ? Result<std::vector<std::string>>(Status::InvalidArgument(
+                              "inputs[0]: 'data' and parameters.binary_data_size are both given; "
+                              "send one"))
+                        : DecodeKServeBinaryStrings(*raw, in["name"].get<std::string>());
   if (!texts.ok()) {
     return ctx.FinishError(exchange, kInferRoute, model, texts.status(), ErrorStyle::kKServe,
                            timings);
@@ -428,7 +452,9 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
   req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline;
   ApiContext::ApplyCacheControl(*exchange, &req);
-  ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model, id](Result<EmbedResult> r) {
+  const bool binary = binary_outputs.Binary("embedding");
+  ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model, id,
+                                        binary](Result<EmbedResult> r) {
     if (!r.ok()) {
       return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
     }
@@ -450,10 +476,12 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
     res.body += ",\"parameters\":{\"variant\":";
     AppendJsonString(ServedVariants(*r), &res.body);
     res.body += "},\"outputs\":[";
-    if (Status s = AppendKServeTensor(out, &res.body); !s.ok()) {
+    std::string tail;
+    if (Status s = AppendKServeTensor(out, &res.body, binary ? &tail : nullptr); !s.ok()) {
       return ctx.FinishError(exchange, kInferRoute, r->model, s, ErrorStyle::kKServe, r->timings);
     }
     res.body += "]}";
+    SetKServeResponseBody(std::move(res.body), std::move(tail), binary, &res);
     AddVariantHeaders(*r, &res);
     StageTimings t = r->timings;
     t.serialize_micros = ctx.clock().NowMicros() - start;
@@ -468,7 +496,19 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   if (!described.ok()) {
     return ctx.FinishError(exchange, kInferRoute, model, described.status(), ErrorStyle::kKServe);
   }
-  auto body = ParseJsonObject(exchange->TakeBody());  // Not held while the request waits.
+  std::string raw_body = exchange->TakeBody();  // Not held while the request waits.
+  std::string binary;  // The inputs' bytes after the JSON (Triton's binary extension).
+  const HttpRequest& http = exchange->request();
+  if (auto h = http.find("Inference-Header-Content-Length"); h != http.end()) {
+    auto split = SplitKServeBinaryBody(std::move(raw_body),
+                                       std::string_view(h->value().data(), h->value().size()));
+    if (!split.ok()) {
+      return ctx.FinishError(exchange, kInferRoute, model, split.status(), ErrorStyle::kKServe);
+    }
+    raw_body = std::move(split->json);
+    binary = std::move(split->binary);
+  }
+  auto body = ParseJsonObject(std::move(raw_body));
   if (!body.ok()) {
     return ctx.FinishError(exchange, kInferRoute, model, body.status(), ErrorStyle::kKServe);
   }
@@ -477,6 +517,15 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
     return ctx.FinishError(exchange, kInferRoute, model,
                            Status::InvalidArgument("field 'inputs' is required and must be a "
                                                    "non-empty array"),
+                           ErrorStyle::kKServe);
+  }
+  auto raw_inputs = KServeBinaryInputs(*inputs, binary);
+  if (!raw_inputs.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, raw_inputs.status(), ErrorStyle::kKServe);
+  }
+  auto binary_outputs = KServeBinaryOutputs::Read(*body);
+  if (!binary_outputs.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, binary_outputs.status(),
                            ErrorStyle::kKServe);
   }
   std::string id;
@@ -524,14 +573,15 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   StageTimings timings;
   if (described->kind == "text-embedding") {
     timings.parse_micros = ctx.clock().NowMicros() - parse_start;
-    return InferText(ctx, exchange, *body, described->name, id, *outputs, timings,
-                     deadline_micros);
+    return InferText(ctx, exchange, *body, described->name, id, *outputs, *binary_outputs,
+                     (*raw_inputs)[0], timings, deadline_micros);
   }
 
   TensorRequest req;
   req.model = described->name;
   for (size_t i = 0; i < inputs->size(); ++i) {
-    auto t = ParseKServeTensor((*inputs)[i], i);
+    const auto& raw = (*raw_inputs)[i];
+    auto t = ParseKServeTensor((*inputs)[i], i, raw ? &*raw : nullptr);
     if (!t.ok()) {
       return ctx.FinishError(exchange, kInferRoute, model, t.status(), ErrorStyle::kKServe);
     }
@@ -541,7 +591,9 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline_micros;
   req.timings.parse_micros = ctx.clock().NowMicros() - parse_start;
-  ctx.Infer(*exchange, std::move(req), [&ctx, exchange, model, id](Result<TensorResult> r) {
+  ctx.Infer(*exchange, std::move(req), [&ctx, exchange, model, id,
+                                        binary_outputs = std::move(binary_outputs).value()](
+                                           Result<TensorResult> r) {
     if (!r.ok()) {
       return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
     }
@@ -558,14 +610,20 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
     AppendJsonString(r->variant, &res.body);
     res.body += "},\"outputs\":[";
     res.headers.emplace_back("X-Tailcut-Variant", r->variant);
+    std::string tail;
+    bool binary = false;
     for (size_t i = 0; i < r->outputs.size(); ++i) {
       if (i) res.body += ',';
-      if (Status s = AppendKServeTensor(r->outputs[i], &res.body); !s.ok()) {
+      const bool this_binary = binary_outputs.Binary(r->outputs[i].name);
+      binary = binary || this_binary;
+      if (Status s = AppendKServeTensor(r->outputs[i], &res.body, this_binary ? &tail : nullptr);
+          !s.ok()) {
         return ctx.FinishError(exchange, kInferRoute, r->model, s, ErrorStyle::kKServe,
                                r->timings);
       }
     }
     res.body += "]}";
+    SetKServeResponseBody(std::move(res.body), std::move(tail), binary, &res);
     StageTimings t = r->timings;
     t.serialize_micros = ctx.clock().NowMicros() - start;
     ctx.Finish(exchange, kInferRoute, r->model, std::move(res), t);
@@ -593,45 +651,6 @@ void AddKServeRoutes(Router& router, ApiContext& ctx) {
     res.status = ready ? 200 : 503;
     res.body = ready ? "{\"ready\":true}" : "{\"ready\":false,\"error\":\"not ready\"}";
     ctx.Finish(ex, "/v2/health/ready", "", std::move(res), {});
-  });
-  router.Add("GET", "/v2/models/{name}", [&ctx](const HttpExchangePtr& ex) {
-    const std::string name = ex->params["name"];
-    auto d = ctx.api().DescribeModel(name);
-    if (!d.ok()) {
-      return ctx.FinishError(ex, "/v2/models/{name}", name, d.status(), ErrorStyle::kKServe);
-    }
-    nlohmann::json j = {{"name", d->name},
-                        {"versions", {"1"}},
-                        {"platform", "onnxruntime_onnx"},
-                        {"kind", d->kind},
-                        {"state", ModelStateName(d->state)},
-                        {"inputs", SpecsJson(d->inputs)},
-                        {"outputs", SpecsJson(d->outputs)},
-                        {"max_batch_size", d->max_batch_size},
-                        {"variants", d->variants},
-                        {"active_variant", d->active_variant},
-                        {"file_digest", d->version}};
-    if (!d->variant_details.empty()) j["precision"] = PrecisionJson(*d);
-    if (!d->error.empty()) j["error"] = d->error;
-    if (d->kind == "text-embedding") {
-      j["dimensions"] = d->dimensions;
-      j["max_sequence_length"] = d->max_sequence_length;
-    }
-    HttpResponse res;
-    res.body = j.dump();
-    ctx.Finish(ex, "/v2/models/{name}", d->name, std::move(res), {});
-  });
-  router.Add("GET", "/v2/models/{name}/ready", [&ctx](const HttpExchangePtr& ex) {
-    const std::string name = ex->params["name"];
-    auto d = ctx.api().DescribeModel(name);
-    if (!d.ok()) {
-      return ctx.FinishError(ex, "/v2/models/{name}/ready", name, d.status(), ErrorStyle::kKServe);
-    }
-    HttpResponse res;
-    const bool ready = d->state == ModelState::kReady;
-    res.status = ready ? 200 : 503;
-    res.body = nlohmann::json{{"name", d->name}, {"ready", ready}}.dump();
-    ctx.Finish(ex, "/v2/models/{name}/ready", d->name, std::move(res), {});
   });
   router.Add("POST", std::string(kInferRoute),
              [&ctx](const HttpExchangePtr& ex) { HandleInfer(ctx, ex); });

@@ -78,7 +78,7 @@ void Router::Dispatch(const HttpExchangePtr& exchange) const {
         ErrorResponse(Status(Status::Code::kInvalidArgument,
                              "method " + std::string(method) + " is not allowed on " +
                                  std::string(exchange->path()) + "; allowed: " + allowed),
-                      ErrorStyle::kOpenAi, 405);
+                      ErrorStyleForPath(exchange->path()), 405);
     res.headers.emplace_back("Allow", allowed);
     RespondWithTiming(clock_, exchange, std::move(res));
     return;
@@ -86,7 +86,7 @@ void Router::Dispatch(const HttpExchangePtr& exchange) const {
   RespondWithTiming(clock_, exchange,
                     ErrorResponse(Status::NotFound("no route for " + std::string(method) + " " +
                                                    std::string(exchange->path())),
-                                  ErrorStyle::kOpenAi));
+                                  ErrorStyleForPath(exchange->path())));
 }
 
 }  // namespace tailcut

@@ -2,6 +2,7 @@
 
 #include "server/kserve_api.h"
 #include "server/kserve_generate_api.h"
+#include "server/kserve_model_api.h"
 #include "server/openai_api.h"
 #include "server/openai_generation_api.h"
 
@@ -12,6 +13,7 @@ void AddAllRoutes(Router& router, ApiContext& ctx, const TeiOptions& tei) {
   AddOpenAiGenerationRoutes(router, ctx);
   AddTeiRoutes(router, ctx, tei);
   AddKServeRoutes(router, ctx);
+  AddKServeModelRoutes(router, ctx);
   AddKServeGenerateRoutes(router, ctx);
   router.Add("GET", "/metrics", [&ctx](const HttpExchangePtr& ex) {
     HttpResponse res;

@@ -7,6 +7,7 @@ namespace tailcut {
 namespace {
 
 constexpr std::string_view kEmbedRoute = "/embed";
+constexpr std::string_view kRootRoute = "/";
 
 Result<EmbedRequest> ParseEmbed(HttpExchange& exchange) {
   auto body = ParseJsonObject(exchange.TakeBody());  // Not held while the request waits.
@@ -36,25 +37,27 @@ Result<EmbedRequest> ParseEmbed(HttpExchange& exchange) {
   return req;
 }
 
-void HandleEmbed(ApiContext& ctx, const HttpExchangePtr& exchange) {
+// TEI's /embed, and its root route, which answers as /embed for an embedding model (what
+// huggingface_hub's InferenceClient(model=<server URL>).feature_extraction() posts to).
+void HandleEmbed(ApiContext& ctx, const HttpExchangePtr& exchange, std::string_view route) {
   const int64_t parse_start = ctx.clock().NowMicros();
   auto parsed = ParseEmbed(*exchange);
   if (!parsed.ok()) {
-    return ctx.FinishError(exchange, kEmbedRoute, "", parsed.status(), ErrorStyle::kTei);
+    return ctx.FinishError(exchange, route, "", parsed.status(), ErrorStyle::kTei);
   }
   EmbedRequest req = std::move(parsed).value();
   req.timings.parse_micros = ctx.clock().NowMicros() - parse_start;
   auto deadline = ctx.DeadlineFromHeaders(*exchange);
   if (!deadline.ok()) {
-    return ctx.FinishError(exchange, kEmbedRoute, req.model, deadline.status(), ErrorStyle::kTei);
+    return ctx.FinishError(exchange, route, req.model, deadline.status(), ErrorStyle::kTei);
   }
   req.deadline_micros = *deadline;
   req.received_micros = exchange->received_micros();
   ApiContext::ApplyCacheControl(*exchange, &req);
   const std::string model = req.model;
-  ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model](Result<EmbedResult> result) {
+  ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model, route](Result<EmbedResult> result) {
     if (!result.ok()) {
-      return ctx.FinishError(exchange, kEmbedRoute, model, result.status(), ErrorStyle::kTei);
+      return ctx.FinishError(exchange, route, model, result.status(), ErrorStyle::kTei);
     }
     const int64_t start = ctx.clock().NowMicros();
     HttpResponse res;
@@ -72,7 +75,7 @@ void HandleEmbed(ApiContext& ctx, const HttpExchangePtr& exchange) {
     StageTimings t = result->timings;
     t.serialize_micros = ctx.clock().NowMicros() - start;
     AddVariantHeaders(*result, &res);
-    ctx.Finish(exchange, kEmbedRoute, result->model, std::move(res), t);
+    ctx.Finish(exchange, route, result->model, std::move(res), t);
   });
 }
 
@@ -91,7 +94,9 @@ std::string ModelDtype(const ModelDescription& d) {
 
 void AddTeiRoutes(Router& router, ApiContext& ctx, const TeiOptions& options) {
   router.Add("POST", std::string(kEmbedRoute),
-             [&ctx](const HttpExchangePtr& ex) { HandleEmbed(ctx, ex); });
+             [&ctx](const HttpExchangePtr& ex) { HandleEmbed(ctx, ex, kEmbedRoute); });
+  router.Add("POST", std::string(kRootRoute),
+             [&ctx](const HttpExchangePtr& ex) { HandleEmbed(ctx, ex, kRootRoute); });
   router.Add("GET", "/info", [&ctx, options](const HttpExchangePtr& ex) {
     auto d = ctx.api().DescribeModel("default");
     if (!d.ok()) return ctx.FinishError(ex, "/info", "", d.status(), ErrorStyle::kTei);
