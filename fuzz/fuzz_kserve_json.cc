@@ -5,7 +5,10 @@
 // Extra oracle: every input tensor that ParseKServeTensor() accepts must survive
 // AppendKServeTensor() -> JSON -> ParseKServeTensor() unchanged (finite values; JSON cannot
 // carry the others), which checks the integer range checks and the FP16 conversions against
-// each other.
+// each other; and the same through the binary extension (binary_data_size and the raw bytes).
+//
+// The body is also sent framed for Triton's binary extension: its first byte picks where the
+// inference header ends (Inference-Header-Content-Length), the rest is the inputs' bytes.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -85,6 +88,19 @@ void CheckTensorRoundTrip(const nlohmann::json& body) {
         again->name == parsed->name && again->type == parsed->type && again->shape == parsed->shape,
         "a tensor's name, datatype or shape changed in a round trip");
     Check(SameData(*parsed, *again), "a tensor's values changed in a round trip");
+
+    std::string header, bytes;
+    Check(tailcut::AppendKServeTensor(*parsed, &header, &bytes).ok(),
+          "AppendKServeTensor refused a finite tensor in binary");
+    const auto binary_json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+    Check(!binary_json.is_discarded(), "AppendKServeTensor wrote an invalid binary header");
+    Check(binary_json["parameters"]["binary_data_size"] == bytes.size(),
+          "binary_data_size disagrees with the bytes written");
+    const std::string_view raw(bytes);
+    auto from_binary = tailcut::ParseKServeTensor(binary_json, i, &raw);
+    Check(from_binary.ok(), "a tensor written in binary does not parse back");
+    Check(from_binary->shape == parsed->shape && SameData(*parsed, *from_binary),
+          "a tensor changed in a binary round trip");
   }
 }
 
@@ -96,5 +112,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tailcut::fuzz::PostJson(harness, {"/v2/models/all-MiniLM-L6-v2/infer", "/v2/models/echo/infer"},
                           body);
   CheckTensorRoundTrip(nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false));
+  if (size > 1) {
+    const std::string_view framed = body.substr(1);
+    const std::string length = std::to_string(data[0] % (framed.size() + 1));
+    tailcut::fuzz::PostJson(harness,
+                            {"/v2/models/all-MiniLM-L6-v2/infer", "/v2/models/echo/infer"},
+                            framed, "Inference-Header-Content-Length", length);
+  }
   return 0;
 }

@@ -13,9 +13,10 @@
 namespace tailcut::fuzz {
 
 // POSTs `body` as application/json to each of `targets` (request targets such as
-// "/v1/embeddings").
+// "/v1/embeddings"), with the header `extra_name: extra_value` when a name is given.
 inline void PostJson(HttpHarness& harness, std::initializer_list<std::string_view> targets,
-                     std::string_view body) {
+                     std::string_view body, std::string_view extra_name = {},
+                     std::string_view extra_value = {}) {
   for (std::string_view target : targets) {
     HttpRequest request;
     request.method(boost::beast::http::verb::post);
@@ -23,6 +24,10 @@ inline void PostJson(HttpHarness& harness, std::initializer_list<std::string_vie
     request.version(11);
     request.set(boost::beast::http::field::host, "localhost");
     request.set(boost::beast::http::field::content_type, "application/json");
+    if (!extra_name.empty()) {
+      request.set(boost::beast::string_view(extra_name.data(), extra_name.size()),
+                  boost::beast::string_view(extra_value.data(), extra_value.size()));
+    }
     request.body().assign(body.data(), body.size());
     request.prepare_payload();
     harness.ServeRequest(std::move(request));

@@ -145,6 +145,13 @@ KSERVE = {
     "empty_inputs": {"inputs": []},
     "inputs_not_array": {"inputs": {"name": "x"}},
 }
+def binary_framed(header: bytes, data: bytes) -> bytes:
+    """A fuzz_kserve_json input sent with Inference-Header-Content-Length: its first byte is
+    the header's length (the target takes it modulo the rest's length + 1)."""
+    assert len(header) < 256
+    return bytes([len(header)]) + header + data
+
+
 KSERVE_RAW = {
     "deep_data": b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":'
                  + b"[" * 300 + b"1" + b"]" * 300 + b"}]}",
@@ -152,6 +159,15 @@ KSERVE_RAW = {
                     '"data":[false]}]}'.encode("utf-8"),
     "nan_literal": b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[NaN]}]}',
     "exponent_inf": b'{"inputs":[{"name":"x","datatype":"FP64","shape":[1],"data":[1e400]}]}',
+    # Framed for the binary extension: the first byte is the inference header's length.
+    "binary_tensor": binary_framed(
+        b'{"inputs":[{"name":"x","datatype":"FP32","shape":[2],'
+        b'"parameters":{"binary_data_size":8}}],"parameters":{"binary_data_output":true}}',
+        b"\x00\x00\x80\x3f\x00\x00\x00\x40"),
+    "binary_texts": binary_framed(
+        b'{"inputs":[{"name":"text","datatype":"BYTES","shape":[2],'
+        b'"parameters":{"binary_data_size":13}}]}',
+        b"\x05\x00\x00\x00hello\x00\x00\x00\x00"),
 }
 
 
@@ -382,7 +398,8 @@ API_KEYS = ["input", "inputs", "model", "encoding_format", "base64", "float", "d
             "precision", "user", "normalize", "truncate", "truncation_direction", "Right",
             "name", "shape", "datatype", "data", "parameters", "outputs", "id", "timeout",
             "BYTES", "BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
-            "default", "all-MiniLM-L6-v2", "echo", "broken", "fp32", "int8"]
+            "default", "all-MiniLM-L6-v2", "echo", "broken", "fp32", "int8",
+            "binary_data_size", "binary_data", "binary_data_output"]
 HTTP_TOKENS = ["GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", " HTTP/1.1\r\n",
                " HTTP/1.0\r\n", "\r\n", "\r\n\r\n", "Host: ", "Content-Length: ",
                "Transfer-Encoding: chunked", "Connection: close", "Connection: keep-alive",
@@ -391,7 +408,8 @@ HTTP_TOKENS = ["GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", " HTTP/1
                "Authorization: Bearer ", "fuzz-admin-key", "fuzz-api-key", "/v1/embeddings", "/v1/models",
                "/embed", "/info", "/health", "/v2", "/v2/health/live", "/v2/health/ready",
                "/v2/models/", "/infer", "/ready", "/metrics", "/admin/cache", "/admin/models/",
-               "/precision", "/reload", "0\r\n\r\n", "?", "%2F"]
+               "/precision", "/reload", "0\r\n\r\n", "?", "%2F",
+               "Inference-Header-Content-Length: ", "/v2/repository/index", "/config", "/stats"]
 
 
 def dict_file(tokens: list[str]) -> str:
