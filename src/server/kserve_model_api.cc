@@ -131,8 +131,8 @@ void AddKServeModelRoutes(Router& router, ApiContext& ctx) {
     ctx.Finish(ex, kRoute, only.empty() ? "" : models.front().name,
                JsonResponse({{"model_stats", list}}), {});
   };
-  // Before /v2/models/{name}, which would take "stats" for a model's name (as Triton does,
-  // a model named "stats" has no metadata route).
+  // Before /v2/models/{name}, which would take "stats" for a model's name (so a model named
+  // "stats" has no metadata route).
   router.Add("GET", "/v2/models/stats",
              [stats](const HttpExchangePtr& ex) { stats(ex, ""); });
   router.Add("GET", "/v2/models/{name}/stats",

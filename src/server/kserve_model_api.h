@@ -1,5 +1,5 @@
 // KServe v2 / Triton model-repository routes: what a client asks about the models before it
-// infers, answered as tritonclient and Triton's tools expect.
+// infers, answered in the shapes Triton gives them (tritonclient.http reads them in the tests).
 //   GET  /v2/models/{name}           metadata: the tensors infer takes and gives
 //   GET  /v2/models/{name}/ready
 //   GET  /v2/models/{name}/config    Triton's model configuration, as JSON
