@@ -182,10 +182,6 @@ Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
   auto data = input.find("data");
   if (binary) {
     // Triton's binary extension: the elements, little-endian, row-major, after the JSON.
-    if (data != input.end()) {
-      return Status::InvalidArgument(tw + ": 'data' and parameters.binary_data_size are both "
-                                          "given; send one");
-    }
     const auto want = static_cast<uint64_t>(*count) * DataTypeSize(t.type);
     if (binary->size() != want) {
       return Status::InvalidArgument(tw + ": binary_data_size is " +
@@ -420,12 +416,8 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
   }
   EmbedRequest req;
   req.model = model;
-  auto texts = !raw ? ReadStringOrStringArray(in, "data")
-                    : in.contains("data")
-                        ? Result<std::vector<std::string>>(Status::InvalidArgument(
-                              "inputs[0]: 'data' and parameters.binary_data_size are both given; "
-                              "send one"))
-                        : DecodeKServeBinaryStrings(*raw, in["name"].get<std::string>());
+  auto texts = raw ? DecodeKServeBinaryStrings(*raw, in["name"].get<std::string>())
+                   : ReadStringOrStringArray(in, "data");
   if (!texts.ok()) {
     return ctx.FinishError(exchange, kInferRoute, model, texts.status(), ErrorStyle::kKServe,
                            timings);

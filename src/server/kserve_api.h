@@ -23,7 +23,8 @@ void AddKServeRoutes(Router& router, ApiContext& context);
 
 // Exposed for tests and fuzzing: converts one KServe JSON input tensor to a Tensor, or
 // an error naming the tensor and the problem. With `binary` (Triton's binary extension,
-// kserve_binary.h), the elements are those bytes instead of "data", which must be absent.
+// kserve_binary.h), the elements are those bytes instead of "data" (KServeBinaryInputs
+// refuses an input that has both).
 Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
                                  const std::string_view* binary = nullptr);
 // Appends `t` as a KServe output tensor object. A NaN or infinity (which JSON cannot carry,

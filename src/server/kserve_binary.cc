@@ -41,6 +41,11 @@ Result<std::vector<std::optional<std::string_view>>> KServeBinaryInputs(
     if (!size->is_number_unsigned()) {
       return Status::InvalidArgument(where + ".binary_data_size must be a non-negative integer");
     }
+    if (in.contains("data")) {
+      return Status::InvalidArgument("inputs[" + std::to_string(i) +
+                                     "]: 'data' and parameters.binary_data_size are both given; "
+                                     "send one");
+    }
     const uint64_t k = size->get<uint64_t>();
     if (k > binary.size() - offset) {
       return Status::InvalidArgument(where + ".binary_data_size is " + std::to_string(k) +

@@ -32,7 +32,8 @@ struct KServeBinaryBody {
 Result<KServeBinaryBody> SplitKServeBinaryBody(std::string body, std::string_view header);
 
 // For each of `inputs` (the request's "inputs" array), the bytes it takes from `binary`, or
-// nullopt for an input given as JSON "data". The sizes must add up to all of `binary`.
+// nullopt for an input given as JSON "data". The sizes must add up to all of `binary`, and an
+// input with binary_data_size must have no "data".
 Result<std::vector<std::optional<std::string_view>>> KServeBinaryInputs(
     const nlohmann::json& inputs, std::string_view binary);
 

@@ -18,6 +18,13 @@ struct ProtocolTensor {
   std::vector<int64_t> shape;  // -1 = any size.
 };
 
+// The engine's tensors, as the protocol names them (a tensor model's are the protocol's).
+std::vector<ProtocolTensor> FromSpecs(const std::vector<TensorSpec>& specs) {
+  std::vector<ProtocolTensor> out;
+  for (const auto& s : specs) out.push_back({s.name, std::string(DataTypeName(s.type)), s.shape});
+  return out;
+}
+
 // What infer (or generate) takes and gives for a model of this kind.
 void ProtocolTensors(const ModelDescription& d, std::vector<ProtocolTensor>* inputs,
                      std::vector<ProtocolTensor>* outputs) {
@@ -28,8 +35,8 @@ void ProtocolTensors(const ModelDescription& d, std::vector<ProtocolTensor>* inp
     inputs->push_back({"text_input", "BYTES", {1}});
     outputs->push_back({"text_output", "BYTES", {1}});
   } else {
-    for (const auto& s : d.inputs) inputs->push_back({s.name, std::string(DataTypeName(s.type)), s.shape});
-    for (const auto& s : d.outputs) outputs->push_back({s.name, std::string(DataTypeName(s.type)), s.shape});
+    *inputs = FromSpecs(d.inputs);
+    *outputs = FromSpecs(d.outputs);
   }
 }
 
@@ -41,14 +48,6 @@ nlohmann::json MetadataJson(const std::vector<ProtocolTensor>& tensors) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& t : tensors) {
     out.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
-  }
-  return out;
-}
-
-nlohmann::json EngineSpecsJson(const std::vector<TensorSpec>& specs) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : specs) {
-    out.push_back({{"name", s.name}, {"datatype", DataTypeName(s.type)}, {"shape", s.shape}});
   }
   return out;
 }
@@ -152,8 +151,8 @@ void AddKServeModelRoutes(Router& router, ApiContext& ctx) {
                         {"active_variant", d.active_variant},
                         {"file_digest", d.version}};
     if (d.kind == "text-embedding") {
-      j["engine_inputs"] = EngineSpecsJson(d.inputs);
-      j["engine_outputs"] = EngineSpecsJson(d.outputs);
+      j["engine_inputs"] = MetadataJson(FromSpecs(d.inputs));
+      j["engine_outputs"] = MetadataJson(FromSpecs(d.outputs));
       j["dimensions"] = d.dimensions;
       j["max_sequence_length"] = d.max_sequence_length;
     }
