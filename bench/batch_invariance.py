@@ -42,7 +42,7 @@ def run(layout: str, args: argparse.Namespace, tmp: Path) -> tuple[int, int]:
     build = Path(os.environ.get("TAILCUT_BUILD_DIR", REPO / "build"))
     log = open(tmp / f"{layout}.log", "w")
     port = 18000 + os.getpid() % 1000
-    proc = subprocess.Popen([str(build / "tailcut"), "serve", "--port", str(port),
+    proc = subprocess.Popen([str(build / "tailcut"), "serve", "--port", str(port), "--grpc-port", "0",
                              "--model-repository", str(folder.parent)], stdout=log,
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

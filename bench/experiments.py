@@ -62,7 +62,7 @@ class Tailcut(rb.Server):
     def __init__(self, flags: list[str], log: Path, repository: Path | None = None):
         repo = str(repository or rb.MODEL_DIR.parent)
         system = rb.System("tailcut", "tailcut", " ".join(flags), lambda port: [
-            str(rb.BIN["tailcut"]), "serve", "--host", "127.0.0.1", "--port", str(port),
+            str(rb.BIN["tailcut"]), "serve", "--host", "127.0.0.1", "--port", str(port), "--grpc-port", "0",
             "--model-repository", repo, *flags])
         super().__init__(system, log)
 

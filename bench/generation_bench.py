@@ -327,7 +327,8 @@ class Systems:
         keys.update(overrides or {})
         (folder / "model.yaml").write_text("".join(f"{k}: {v}\n" for k, v in keys.items()))
         return Proc(name, lambda port: [str(a.tailcut), "serve", "--host", "127.0.0.1",
-                                        "--port", str(port), "--model-repository", str(folder.parent)],
+                                        "--port", str(port), "--grpc-port", "0",
+                                        "--model-repository", str(folder.parent)],
                     "/v2/health/ready", self.tmp / f"{tag}.log", fatal="failed to load")
 
 

@@ -261,6 +261,8 @@ def systems(args, fp32_repo: Path) -> dict[str, System]:
     if "--requests.max_queue_delay_millis" in help_text:
         same_note += ", load shedding at its default (429 when the queued work exceeds max_queue_delay_millis)"
     common_tc = ["serve", "--host", "127.0.0.1", "--threads", str(THREADS)]
+    if "--grpc-port" in help_text:  # No gRPC listener: the benchmarks speak HTTP.
+        common_tc += ["--grpc-port", "0"]
     out = {
         "tailcut": System(
             "tailcut",

@@ -7,6 +7,8 @@
 #   2. the workloads in bench/workloads/ (ignored by git), written by bench/make_workloads.py
 #      from QQP (../shared/data/qqp) and Debian's python3.11-doc HTML (fetched with
 #      `apt-get download` and unpacked there if the package is not installed)
+#   3. ghz, the gRPC load generator bench/grpc_bench.py drives, into ~/go/bin from the Go module
+#      proxy, when Go is installed (skipped with a note otherwise)
 # Usage: bench/setup.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,4 +37,14 @@ if [[ ! -f bench/workloads/.made-$wl_hash ]]; then
   touch "bench/workloads/.made-$wl_hash"
 else
   log "workloads up to date"
+fi
+
+GHZ_VERSION=v0.120.0
+if [[ -x $HOME/go/bin/ghz ]]; then
+  log "ghz present"
+elif command -v go >/dev/null 2>&1; then
+  log "installing ghz $GHZ_VERSION (gRPC load generator) into ~/go/bin"
+  go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
+else
+  log "note: no Go toolchain, so no ghz: bench/grpc_bench.py will not run"
 fi

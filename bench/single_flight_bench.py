@@ -115,7 +115,7 @@ def start_redis(tmp: Path) -> tuple[Proc, int]:
 
 
 def start_tailcut(binary: Path, repo: Path, flags: list[str], log: Path) -> tuple[Proc, str]:
-    proc = Proc([str(binary), "serve", "--host", "127.0.0.1", "--port", "0",
+    proc = Proc([str(binary), "serve", "--host", "127.0.0.1", "--port", "0", "--grpc-port", "0",
                  "--model-repository", str(repo), *flags], log)
     deadline = time.monotonic() + 90
     url = None

@@ -412,6 +412,70 @@ HTTP_TOKENS = ["GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", " HTTP/1
                "Inference-Header-Content-Length: ", "/v2/repository/index", "/config", "/stats"]
 
 
+# --- KServe v2 gRPC: ModelInferRequest messages, protobuf-encoded by hand ------------------------
+# Field numbers from src/server/grpc/grpc_service.proto. Only what the seeds use: varints,
+# length-delimited fields (strings, bytes, sub-messages, packed repeated scalars).
+
+def pb_varint(n: int) -> bytes:
+    n &= (1 << 64) - 1  # Negative int64s are ten-byte two's complement varints.
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_len(field: int, payload: bytes) -> bytes:
+    return pb_varint(field << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def pb_packed(field: int, values: list[int]) -> bytes:
+    return pb_len(field, b"".join(pb_varint(v) for v in values))
+
+
+def pb_input(name: str, datatype: str, shape: list[int], contents: bytes = b"") -> bytes:
+    body = pb_len(1, name.encode()) + pb_len(2, datatype.encode()) + pb_packed(3, shape)
+    return pb_len(5, body + (pb_len(5, contents) if contents else b""))  # inputs = 5
+
+
+def pb_request(model: str, *inputs: bytes, raw: list[bytes] = (), extra: bytes = b"") -> bytes:
+    return (pb_len(1, model.encode()) + b"".join(inputs) + b"".join(pb_len(7, r) for r in raw)
+            + extra)
+
+
+def length_prefixed(*texts: bytes) -> bytes:
+    return b"".join(struct.pack("<I", len(t)) + t for t in texts)
+
+
+def grpc_seeds() -> dict[str, bytes]:
+    fp32 = pb_len(6, struct.pack("<4f", 1.0, -2.5, 0.0, 3.25))  # fp32_contents, packed.
+    timeout = pb_len(4, pb_len(1, b"timeout") + pb_len(2, pb_varint(2 << 3) + pb_varint(1000)))
+    return {
+        "text_raw": pb_request("all-MiniLM-L6-v2", pb_input("text", "BYTES", [2]),
+                               raw=[length_prefixed(b"hello", "caf\u00e9".encode())]),
+        "text_typed": pb_request("m", pb_input("text", "BYTES", [1],
+                                               pb_len(8, b"typed text"))),  # bytes_contents
+        "fp32_typed": pb_request("imgcls", pb_input("x", "FP32", [2, 2], fp32)),
+        "int64_typed": pb_request("mixed", pb_input("ids", "INT64", [3],
+                                                    pb_packed(3, [-1, 0, 1 << 40]))),
+        "int8_typed_range": pb_request("m", pb_input("x", "INT8", [3], pb_packed(2, [-128, 127, 128]))),
+        "uint8_typed": pb_request("m", pb_input("x", "UINT8", [2], pb_packed(4, [0, 255]))),
+        "bool_typed": pb_request("m", pb_input("x", "BOOL", [2], pb_packed(1, [1, 0]))),
+        "fp16_raw": pb_request("mixed", pb_input("ids", "INT64", [1, 2]), pb_input("scale", "FP16", [1, 2]),
+                               raw=[struct.pack("<2q", 5, -5), struct.pack("<2H", 0x3C00, 0xBC00)]),
+        "raw_count_mismatch": pb_request("mixed", pb_input("a", "FP32", [1]), pb_input("b", "FP32", [1]),
+                                         raw=[struct.pack("<f", 1.0)]),
+        "both_typed_and_raw": pb_request("m", pb_input("x", "FP32", [2, 2], fp32), raw=[bytes(16)]),
+        "wrapping_shape": pb_request("m", pb_input("x", "INT64", [1 << 61]), raw=[b""]),
+        "negative_shape": pb_request("m", pb_input("x", "FP32", [-1]), raw=[b""]),
+        "truncated_string": pb_request("m", pb_input("text", "BYTES", [1]), raw=[b"\x09\x00\x00\x00abc"]),
+        "timeout_parameter": pb_request("m", pb_input("text", "BYTES", [1]), raw=[length_prefixed(b"t")],
+                                        extra=timeout),
+    }
+
+
 def dict_file(tokens: list[str]) -> str:
     lines = []
     for t in dict.fromkeys(tokens):
@@ -453,6 +517,7 @@ def main() -> None:
     write_corpus("fuzz_tokenizer", tokenizer_seeds())
     write_corpus("fuzz_cached_value", cached_value_seeds())
     write_corpus("fuzz_config_yaml", config_seeds())
+    write_corpus("fuzz_kserve_grpc", grpc_seeds())
     (FUZZ / "dict").mkdir(exist_ok=True)
     (FUZZ / "dict" / "json.dict").write_text(
         "# JSON syntax and the API schemas' names (openai, tei, kserve targets).\n"

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "cli/commands.h"
@@ -17,6 +18,7 @@
 #include "obs/metrics.h"
 #include "server/admin_api.h"
 #include "server/auth.h"
+#include "server/grpc/kserve_grpc_server.h"
 #include "server/http_server.h"
 #include "server/request_dispatcher.h"
 #include "server/server_routes.h"
@@ -92,6 +94,32 @@ int RunServe(ServerConfigLoader& loader) {
     PrintError(s.message());
     return 1;
   }
+  // KServe v2 over gRPC beside HTTP: the same context, keys and work pool.
+  std::unique_ptr<KServeGrpcServer> grpc_server;
+  if (config.grpc.port != 0) {
+    KServeGrpcServer::Limits limits;
+    limits.host = config.http.host;
+    limits.max_message_bytes = config.http.max_body_bytes;
+    limits.heavy_request_bytes = config.dispatch.heavy_body_bytes;
+    auto started = KServeGrpcServer::Start(config.grpc, limits, context, authenticator, work_pool);
+    if (!started.ok()) {
+      PrintError(started.status().message());
+      server->Stop();
+      return 1;
+    }
+    grpc_server = std::move(started).value();
+    spdlog::info("KServe v2 gRPC on {}:{}", config.http.host, grpc_server->port());
+    metrics.AddCollectHook(
+        [&grpc_server, &gauge = metrics
+                                    .AddGauge("tailcut_grpc_calls_in_flight",
+                                              "gRPC calls taken and not yet done (a stream is one)")
+                                    .Get()] {
+          gauge.Set(grpc_server ? static_cast<double>(grpc_server->in_flight()) : 0.0);
+        });
+  }
+  auto in_flight = [&server, &grpc_server] {
+    return server->in_flight() + (grpc_server ? grpc_server->in_flight() : 0);
+  };
   metrics.AddCollectHook(
       [&server,
        &gauge =
@@ -138,20 +166,29 @@ int RunServe(ServerConfigLoader& loader) {
   server->StopAccepting();
   const auto give_up =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config.shutdown_grace_millis);
+  // gRPC's Shutdown() stops taking calls and blocks until those in flight are answered (at the
+  // grace period's end it cancels them, and they are answered as the service fails its
+  // queued work below), so it runs beside this thread's drain.
+  std::thread grpc_shutdown;
+  if (grpc_server) {
+    grpc_shutdown = std::thread([&grpc_server, grace = config.shutdown_grace_millis] {
+      grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace));
+    });
+  }
   // Done when nothing has been in flight for a short quiet period: a client that sent on a
   // kept-alive connection just before the signal gets its answer (with Connection: close).
   constexpr auto kQuiet = std::chrono::milliseconds(50);
   auto idle_since = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() < give_up) {
     const auto now = std::chrono::steady_clock::now();
-    if (server->in_flight() > 0) {
+    if (in_flight() > 0) {
       idle_since = now;
     } else if (now - idle_since >= kQuiet) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  const int64_t left = server->in_flight();
+  const int64_t left = in_flight();
   (*service)->Shutdown(/*drain=*/false);
   // Let the answers of anything failed by the shutdown reach their sockets.
   for (int i = 0; i < 100 && server->in_flight() > 0; ++i) {
@@ -159,6 +196,8 @@ int RunServe(ServerConfigLoader& loader) {
   }
   const int64_t dropped = server->in_flight();
   server->Stop();
+  if (grpc_shutdown.joinable()) grpc_shutdown.join();
+  grpc_server.reset();
   // No more requests come in; what is queued still runs (its answers go nowhere now), and
   // a completion that arrives later runs on its own thread (WorkPool::Submit after Stop).
   work_pool.Stop();

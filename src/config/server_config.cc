@@ -37,6 +37,13 @@ std::vector<Setting> BuildSettings() {
                   .AtMost(65535)
                   .Alias("--port"));
   t.push_back(Field(
+                  "server.grpc_port",
+                  "TCP port for KServe v2 over gRPC (on server.host, Triton's 8001); 0 = none.",
+                  [](auto& c) -> auto& { return c.grpc.port; })
+                  .AtLeast(0)
+                  .AtMost(65535)
+                  .Alias("--grpc-port"));
+  t.push_back(Field(
                   "server.io_threads",
                   "Threads that accept connections, read requests and write responses; 0 = one "
                   "per four CPUs (one to four).",

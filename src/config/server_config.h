@@ -50,6 +50,7 @@
 #include "core/inference_service.h"
 #include "engine/ort_environment.h"
 #include "server/auth.h"
+#include "server/grpc/kserve_grpc_server.h"
 #include "server/http_server.h"
 #include "server/request_dispatcher.h"
 
@@ -57,6 +58,8 @@ namespace tailcut {
 
 struct ServerConfig {
   HttpServerOptions http;
+  // KServe v2 over gRPC, on its own port beside HTTP (same host and limits).
+  GrpcServerOptions grpc;
   // The threads that do requests' CPU work (parsing, tokenising, formatting answers), and
   // which requests count as heavy there.
   WorkPoolOptions work_pool;

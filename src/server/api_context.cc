@@ -76,6 +76,10 @@ std::function<void(Result<R>)> ApiContext::OnWorkPool(std::function<void(Result<
 
 void ApiContext::Embed(const HttpExchange& exchange, EmbedRequest request, EmbedCallback done) {
   request.cancellation = exchange.cancellation();
+  Embed(std::move(request), std::move(done));
+}
+
+void ApiContext::Embed(EmbedRequest request, EmbedCallback done) {
   api_.Embed(std::move(request),
              OnWorkPool<EmbedResult>(std::move(done), [](const EmbedResult& r) {
                return r.embeddings.size();
@@ -84,6 +88,10 @@ void ApiContext::Embed(const HttpExchange& exchange, EmbedRequest request, Embed
 
 void ApiContext::Infer(const HttpExchange& exchange, TensorRequest request, TensorCallback done) {
   request.cancellation = exchange.cancellation();
+  Infer(std::move(request), std::move(done));
+}
+
+void ApiContext::Infer(TensorRequest request, TensorCallback done) {
   api_.Infer(std::move(request),
              OnWorkPool<TensorResult>(std::move(done), [](const TensorResult& r) {
                size_t n = 0;  // In 4-byte values, whatever the types: it only picks a lane.
@@ -156,10 +164,28 @@ void ApiContext::RecordStreamed(const HttpExchange& exchange, std::string_view r
 void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
                         const std::string& model, unsigned status, StageTimings& timings,
                         std::string_view server_timing, std::string_view traceparent) {
+  CallRecord call;
+  call.route = route;
+  const auto method = exchange.request().method_string();
+  call.method = std::string_view(method.data(), method.size());
+  call.model = model;
+  call.status = status;
+  call.received_micros = exchange.received_micros();
+  // Inference requests (POSTs naming a served model), not metadata reads or admin actions.
+  call.inference = exchange.request().method() == boost::beast::http::verb::post &&
+                   !route.starts_with("/admin");
+  call.traceparent = traceparent;
+  RecordCall(call, timings, server_timing);
+}
+
+void ApiContext::RecordCall(const CallRecord& call, StageTimings& timings,
+                            std::string_view server_timing) {
+  const std::string_view route = call.route;
+  const unsigned status = call.status;
   const int64_t now = clock_.NowMicros();
-  timings.total_micros = now - exchange.received_micros();
+  timings.total_micros = now - call.received_micros;
   RouteMetrics& m = MetricsFor(route);
-  const size_t model_index = ModelLabelIndex(model);
+  const size_t model_index = ModelLabelIndex(call.model);
   const auto* status_slot = std::find(kCachedStatuses.begin(), kCachedStatuses.end(), status);
   auto requests_child = [&] {
     return &requests_.WithLabels(
@@ -180,9 +206,7 @@ void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
   m.parse->Observe(timings.parse_micros / 1e6);
   m.serialize->Observe(timings.serialize_micros / 1e6);
   m.total->Observe(timings.total_micros / 1e6);
-  // Inference requests (POSTs naming a served model), not metadata reads or admin actions.
-  if (model_index != 0 && exchange.request().method() == boost::beast::http::verb::post &&
-      !route.starts_with("/admin")) {
+  if (model_index != 0 && call.inference) {
     const auto unix_millis = std::chrono::duration_cast<std::chrono::milliseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
@@ -192,9 +216,8 @@ void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
       timings.total_micros > options_.slow_request_log_millis * 1000) {
     // The trace id ties this line to the client's trace (W3C traceparent).
     spdlog::warn(
-        "slow request {} {} model={} status={} trace={} {}",
-        std::string(exchange.request().method_string()), route, model, status,
-        traceparent.substr(3, 32),
+        "slow request {} {} model={} status={} trace={} {}", call.method, route, call.model,
+        status, call.traceparent.size() >= 35 ? call.traceparent.substr(3, 32) : std::string_view(),
         server_timing.empty() ? timings.ToServerTiming() : WithTotal(server_timing, timings));
   }
 }
@@ -246,7 +269,10 @@ Result<int64_t> ApiContext::DeadlineFromHeaders(const HttpExchange& exchange) co
 }
 
 void ApiContext::ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request) {
-  const std::string_view v = exchange.header("Cache-Control");
+  ApplyCacheControl(exchange.header("Cache-Control"), request);
+}
+
+void ApiContext::ApplyCacheControl(std::string_view v, EmbedRequest* request) {
   if (v.empty()) return;
   std::string lower(v);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

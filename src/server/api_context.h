@@ -52,6 +52,10 @@ class ApiContext {
   // ApiContextOptions::work_pool).
   void Embed(const HttpExchange& exchange, EmbedRequest request, EmbedCallback done);
   void Infer(const HttpExchange& exchange, TensorRequest request, TensorCallback done);
+  // The same for a request from another transport, whose `request.cancellation` the caller
+  // has set.
+  void Embed(EmbedRequest request, EmbedCallback done);
+  void Infer(TensorRequest request, TensorCallback done);
   // The core API's Generate, cancelled like Embed's (and when a streamed answer's stream
   // closes for a slow reader). The sink is called on the generation step loop: it must not
   // block (server/generation_sink.h hands anything heavy to RunOnWorkPool).
@@ -74,6 +78,21 @@ class ApiContext {
   void RecordStreamed(const HttpExchange& exchange, std::string_view route,
                       const std::string& model, unsigned status, StageTimings timings,
                       std::string_view server_timing, std::string_view traceparent);
+  // A request answered over another transport (gRPC), recorded as Finish() records HTTP
+  // ones: request metrics, per-model statistics when `inference`, the slow-request log.
+  // `status` is the HTTP status of the same outcome (HttpStatusFor), so one error-rate query
+  // covers every transport; `route` names the call ("/inference.GRPCInferenceService/...").
+  struct CallRecord {
+    std::string_view route;
+    std::string_view method;  // For the slow-request log: "GET", "POST", "gRPC".
+    std::string model;
+    unsigned status = 200;
+    int64_t received_micros = 0;  // clock() time the request arrived.
+    bool inference = false;       // A request to a model (counted in its statistics).
+    std::string_view traceparent;
+  };
+  // `timings.total_micros` is filled in.
+  void RecordCall(const CallRecord& call, StageTimings& timings, std::string_view server_timing = {});
   // Sends an error for `status` in the route's API style.
   void FinishError(const HttpExchangePtr& exchange, std::string_view route,
                    const std::string& model, const Status& status, ErrorStyle style,
@@ -93,6 +112,8 @@ class ApiContext {
   Result<int64_t> DeadlineFromHeaders(const HttpExchange& exchange) const;
   // Cache-Control: no-cache (do not read) / no-store (do not write) on the request.
   static void ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request);
+  // The same from the header's (or gRPC metadata's) value.
+  static void ApplyCacheControl(std::string_view cache_control, EmbedRequest* request);
 
  private:
   // The statuses whose tailcut_requests_total children are kept per route and model; others

@@ -131,6 +131,10 @@ bool Authenticator::TakeToken(Key& key) {
 }
 
 Status Authenticator::Check(const HttpExchange& exchange, RouteClass route) {
+  return Check(exchange.header("Authorization"), route);
+}
+
+Status Authenticator::Check(std::string_view header, RouteClass route) {
   if (route == RouteClass::kHealth && options_.public_health) return Status::Ok();
   if (route == RouteClass::kMetrics && options_.public_metrics) return Status::Ok();
   if (route != RouteClass::kAdmin && api_keys_.empty()) return Status::Ok();
@@ -138,7 +142,6 @@ Status Authenticator::Check(const HttpExchange& exchange, RouteClass route) {
     return Status::PermissionDenied(
         "admin routes are disabled: configure auth.admin_keys to use them");
   }
-  std::string_view header = exchange.header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (header.size() <= kBearer.size() || !header.starts_with(kBearer)) {
     return Status::Unauthenticated(

@@ -58,6 +58,9 @@ class Authenticator {
   // OK, Unauthenticated (no or unknown key: 401), PermissionDenied (an API key on an admin
   // route, or admin routes disabled: 403), or ResourceExhausted (over the key's rate: 429).
   Status Check(const HttpExchange& exchange, RouteClass route);
+  // The same for a request from another transport (gRPC's `authorization` metadata):
+  // `authorization` is the header's value, empty when absent.
+  Status Check(std::string_view authorization, RouteClass route);
 
   bool api_keys_required() const { return !api_keys_.empty(); }
   size_t api_key_count() const { return api_keys_.size(); }

@@ -183,7 +183,9 @@ Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
   if (binary) {
     // Triton's binary extension: the elements, little-endian, row-major, after the JSON.
     const auto want = static_cast<uint64_t>(*count) * DataTypeSize(t.type);
-    if (binary->size() != want) {
+    // Compared without trusting the product: count * size can wrap around to the body's size.
+    if (static_cast<uint64_t>(*count) > binary->size() / DataTypeSize(t.type) ||
+        binary->size() != want) {
       return Status::InvalidArgument(tw + ": binary_data_size is " +
                                      std::to_string(binary->size()) + " bytes but shape " +
                                      ShapeToString(t.shape) + " of " + dt + " needs " +
@@ -253,9 +255,8 @@ Status NonFiniteOutput(const Tensor& t, size_t index) {
 
 }  // namespace
 
-Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary) {
+Status CheckFiniteOutput(const Tensor& t) {
   const size_t n = t.data.size() / DataTypeSize(t.type);
-  // Checked before anything is written, so a failure leaves `out` as it was.
   switch (t.type) {
     case DataType::kFp32:
       if (auto i = FindNonFinite(std::span<const float>(t.As<float>(), n))) {
@@ -275,6 +276,13 @@ Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary
       break;
     default: break;
   }
+  return Status::Ok();
+}
+
+Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary) {
+  const size_t n = t.data.size() / DataTypeSize(t.type);
+  // Checked before anything is written, so a failure leaves `out` as it was.
+  if (Status s = CheckFiniteOutput(t); !s.ok()) return s;
   *out += "{\"name\":";
   AppendJsonString(t.name, out);
   *out += ",\"datatype\":\"" + std::string(DataTypeName(t.type)) + "\",\"shape\":[";

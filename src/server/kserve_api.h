@@ -27,6 +27,9 @@ void AddKServeRoutes(Router& router, ApiContext& context);
 // refuses an input that has both).
 Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
                                  const std::string_view* binary = nullptr);
+// OK, or the Internal error for the first NaN or infinity in a floating-point output: a
+// working model does not produce them, and no transport should pass them on as if it had.
+Status CheckFiniteOutput(const Tensor& t);
 // Appends `t` as a KServe output tensor object. A NaN or infinity (which JSON cannot carry,
 // and which a working model does not produce) is an Internal error naming the output and the
 // element, and nothing is appended. With `binary`, the object says binary_data_size and the

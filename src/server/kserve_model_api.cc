@@ -6,43 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "server/kserve_protocol_tensors.h"
 #include "server/variant_json.h"
 
 namespace tailcut {
 namespace {
-
-// A tensor as the protocol (not the engine) sees it.
-struct ProtocolTensor {
-  std::string name;
-  std::string datatype;        // KServe: "FP32", "BYTES", ...
-  std::vector<int64_t> shape;  // -1 = any size.
-};
-
-// The engine's tensors, as the protocol names them (a tensor model's are the protocol's).
-std::vector<ProtocolTensor> FromSpecs(const std::vector<TensorSpec>& specs) {
-  std::vector<ProtocolTensor> out;
-  for (const auto& s : specs) out.push_back({s.name, std::string(DataTypeName(s.type)), s.shape});
-  return out;
-}
-
-// What infer (or generate) takes and gives for a model of this kind.
-void ProtocolTensors(const ModelDescription& d, std::vector<ProtocolTensor>* inputs,
-                     std::vector<ProtocolTensor>* outputs) {
-  if (d.kind == "text-embedding") {
-    inputs->push_back({"text", "BYTES", {-1}});
-    outputs->push_back({"embedding", "FP32", {-1, d.dimensions}});
-  } else if (d.kind == "generative") {
-    inputs->push_back({"text_input", "BYTES", {1}});
-    outputs->push_back({"text_output", "BYTES", {1}});
-  } else {
-    *inputs = FromSpecs(d.inputs);
-    *outputs = FromSpecs(d.outputs);
-  }
-}
-
-std::string_view Platform(const ModelDescription& d) {
-  return d.kind == "generative" ? "llama_cpp_gguf" : "onnxruntime_onnx";
-}
 
 nlohmann::json MetadataJson(const std::vector<ProtocolTensor>& tensors) {
   nlohmann::json out = nlohmann::json::array();
@@ -141,7 +109,7 @@ void AddKServeModelRoutes(Router& router, ApiContext& ctx) {
     ProtocolTensors(d, &inputs, &outputs);
     nlohmann::json j = {{"name", d.name},
                         {"versions", {"1"}},
-                        {"platform", Platform(d)},
+                        {"platform", ProtocolPlatform(d)},
                         {"kind", d.kind},
                         {"state", ModelStateName(d.state)},
                         {"inputs", MetadataJson(inputs)},
@@ -151,8 +119,8 @@ void AddKServeModelRoutes(Router& router, ApiContext& ctx) {
                         {"active_variant", d.active_variant},
                         {"file_digest", d.version}};
     if (d.kind == "text-embedding") {
-      j["engine_inputs"] = MetadataJson(FromSpecs(d.inputs));
-      j["engine_outputs"] = MetadataJson(FromSpecs(d.outputs));
+      j["engine_inputs"] = MetadataJson(ProtocolTensorsFromSpecs(d.inputs));
+      j["engine_outputs"] = MetadataJson(ProtocolTensorsFromSpecs(d.outputs));
       j["dimensions"] = d.dimensions;
       j["max_sequence_length"] = d.max_sequence_length;
     }
@@ -177,7 +145,7 @@ void AddKServeModelRoutes(Router& router, ApiContext& ctx) {
       }
     }
     nlohmann::json j = {{"name", d.name},
-                        {"platform", Platform(d)},
+                        {"platform", ProtocolPlatform(d)},
                         {"backend", d.kind == "generative" ? "llama.cpp" : "onnxruntime"},
                         {"max_batch_size", batched ? d.max_batch_size : 0},
                         {"input", ConfigTensorsJson(inputs, batched)},

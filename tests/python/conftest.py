@@ -115,6 +115,7 @@ import gzip
 import json
 import re
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -163,6 +164,14 @@ class ServerError(AssertionError):
 
 _SERVERS: list["TailcutServer"] = []  # Every server started this session, for failure reports.
 _LISTENING = re.compile(r"listening on http://[^\s:]+:(\d+)")
+_GRPC_LISTENING = re.compile(r"KServe v2 gRPC on [^\s]+:(\d+)")
+
+
+def free_tcp_port() -> int:
+    """A loopback TCP port free right now (for a listener that takes no port 0, like gRPC's)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class TailcutServer:
@@ -170,13 +179,17 @@ class TailcutServer:
 
     args: extra command-line flags. env: extra environment (inherited TAILCUT_* variables are
     dropped first so a developer's shell cannot change what a test runs). model_repository:
-    defaults to the repository holding the default model.
+    defaults to the repository holding the default model. grpc: also serve KServe v2 over gRPC
+    on a free port (grpc_port); without it the gRPC listener is off, so that servers started
+    side by side do not contend for its default port 8001.
     """
 
     def __init__(self, args: Iterable[str] = (), env: Mapping[str, str] | None = None,
                  model_repository: Path | str | None = None, name: str = "tailcut",
-                 log_dir: Path | None = None, ready_timeout: float = 90.0):
+                 log_dir: Path | None = None, ready_timeout: float = 90.0, grpc: bool = False):
         self.args = [str(a) for a in args]
+        self.grpc = grpc
+        self.grpc_port: int | None = None
         self.env = dict(env or {})
         self.model_repository = Path(model_repository) if model_repository else model_dir().parent
         self.name = name
@@ -196,6 +209,7 @@ class TailcutServer:
         # the last value): tests compare vectors with FP32 references, and a switch to INT8
         # under test load would make those comparisons depend on the machine's speed.
         return [str(require_tailcut_binary()), "serve", "--host", "127.0.0.1", "--port", "0",
+                "--grpc-port", str(self.grpc_port or 0),
                 "--model-repository", str(self.model_repository), "--precision.mode", "off",
                 *self.args]
 
@@ -207,6 +221,8 @@ class TailcutServer:
         log = open(self.log_path, "wb")
         self.started_at = time.time()
         retry_until = time.monotonic() + 60
+        if self.grpc:
+            self.grpc_port = free_tcp_port()
         while True:
             try:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
@@ -221,6 +237,10 @@ class TailcutServer:
         log.close()  # The child holds its own descriptor.
         _SERVERS.append(self)
         self.port = self._wait_for_port()
+        if self.grpc:
+            m = _GRPC_LISTENING.search(self.log_text())
+            if not m or int(m.group(1)) != self.grpc_port:
+                self._fail(f"did not log its gRPC port {self.grpc_port}")
         if wait_ready:
             self.wait_ready()
         return self

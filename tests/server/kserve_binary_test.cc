@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/kserve_api.h"
+
 namespace tailcut {
 namespace {
 
@@ -73,6 +75,19 @@ TEST(KServeBinaryTest, DecodesLengthPrefixedStringsAndRefusesTruncatedOnes) {
   // A length near 4 GiB is refused from the size left, not allocated.
   auto huge = DecodeKServeBinaryStrings(std::string_view("\xff\xff\xff\xff" "ab", 6), "text");
   EXPECT_EQ(huge.status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(KServeBinaryTest, AShapeWhoseByteCountWrapsIsRefused) {
+  // 2^61 INT64 elements are 2^64 bytes, 0 once wrapped in 64 bits: zero bytes must not pass
+  // for them (a model with a dynamic axis would then read far past the tensor).
+  const auto input = nlohmann::json::parse(
+      R"({"name":"ids","datatype":"INT64","shape":[2305843009213693952],)"
+      R"("parameters":{"binary_data_size":0}})");
+  const std::string_view empty;
+  auto t = ParseKServeTensor(input, 0, &empty);
+  EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("binary_data_size is 0 bytes"), std::string::npos)
+      << t.status().message();
 }
 
 TEST(KServeBinaryTest, OutputsGoBinaryByTheRequestOrTheirOwnParameter) {

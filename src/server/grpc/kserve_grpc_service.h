@@ -1,0 +1,97 @@
+// KServeGrpcService: the KServe v2 gRPC protocol (inference.GRPCInferenceService) over the
+// same core API, limits and accounting as the HTTP front-ends: translate the message, call
+// InferenceApi through the ApiContext, translate the result back.
+//   - Inference calls (ModelInfer) are handed to the work pool, as HTTP requests are
+//     (RequestDispatcher): gRPC's threads only take calls in and send answers. A full pool
+//     answers UNAVAILABLE at once. Health and metadata calls are answered in place: they read
+//     the model registry and format a few fields.
+//   - `authorization: Bearer <key>` metadata is checked by the same Authenticator (health
+//     calls are public when health routes are); the gRPC deadline becomes the request's
+//     deadline (Triton's "timeout" parameter, in microseconds, may shorten it); a client
+//     that cancels cancels the request; `cache-control` metadata acts as the HTTP header does.
+//   - Every call is recorded in tailcut_requests_total and the stage histograms under the
+//     route "/inference.GRPCInferenceService/<Method>" (each request of a ModelStreamInfer
+//     stream counts as one), with the HTTP status of the same
+//     outcome; `traceparent` is continued in the initial metadata and the stages are sent in
+//     trailing metadata `server-timing`, as the HTTP answers' headers.
+//
+// Lifetime: the context, authenticator and pool must outlive the gRPC server serving this
+// service; a call's reactor lives until gRPC reports it done, and every reactor is finished
+// exactly once (by the core API's callback, which always runs).
+//
+// Thread-safety: gRPC calls the methods from its threads, concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/work_pool.h"
+#include "server/api_context.h"
+#include "server/auth.h"
+#include "server/grpc/grpc_service.grpc.pb.h"
+
+namespace tailcut {
+
+struct KServeGrpcServiceOptions {
+  // Inference calls whose message is at least this many bytes run on the work pool's heavy
+  // lane, as HTTP bodies of that size do (RequestDispatcherOptions::heavy_body_bytes).
+  size_t heavy_request_bytes = 64 * 1024;
+};
+
+class KServeGrpcService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  KServeGrpcService(ApiContext& context, Authenticator& auth, WorkPool& pool,
+                    const KServeGrpcServiceOptions& options);
+
+  // Calls taken and not yet done (their reactor not yet released by gRPC).
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
+                                       const inference::ServerLiveRequest* request,
+                                       inference::ServerLiveResponse* response) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
+                                        const inference::ServerReadyRequest* request,
+                                        inference::ServerReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
+                                       const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
+                                           const inference::ServerMetadataRequest* request,
+                                           inference::ServerMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override;
+
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(grpc::CallbackServerContext* context) override;
+
+  // (kserve_grpc_service.cc) What RunInfer answers, a unary call's reactor, and a stream's.
+  class InferCall;
+  class UnaryCall;
+  class Stream;
+
+ private:
+  // Starts a call (*call, the reactor to return); false when the authenticator refused it,
+  // which *call has then answered.
+  bool Begin(grpc::CallbackServerContext* context, std::string_view method,
+             Authenticator::RouteClass route, bool inference, UnaryCall** call);
+  // Records one answered request (ApiContext::RecordCall); fills in `timings.total_micros`.
+  void Record(std::string_view route, const std::string& model, const Status& status,
+              int64_t received_micros, bool inference, std::string_view traceparent,
+              StageTimings& timings);
+  // On the work pool: translates `request`, calls the core API, answers `call`.
+  void RunInfer(InferCall* call, const inference::ModelInferRequest& request,
+                inference::ModelInferResponse* response);
+
+  ApiContext& context_;
+  Authenticator& auth_;
+  WorkPool& pool_;
+  const KServeGrpcServiceOptions options_;
+  std::atomic<int64_t> in_flight_{0};
+};
+
+}  // namespace tailcut
