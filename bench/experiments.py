@@ -503,6 +503,86 @@ def exp_cache(args, tmp: Path) -> dict:
     return out
 
 
+class Balancer:
+    """HAProxy on the recipe deploy/haproxy/haproxy.cfg in front of `ports` (three server
+    lines; with fewer replicas the lines repeat an address, so the balancer's own cost is in
+    every configuration)."""
+
+    def __init__(self, ports: list[int], log: Path):
+        self.port, self.stats_port = rb.free_port(), rb.free_port()
+        three = (ports * 3)[:3]
+        env = dict(os.environ, TAILCUT_LB_ADDR=f"127.0.0.1:{self.port}",
+                   TAILCUT_LB_STATS_ADDR=f"127.0.0.1:{self.stats_port}",
+                   **{f"TAILCUT_REPLICA_{i + 1}": f"127.0.0.1:{p}" for i, p in enumerate(three)})
+        self.proc = rb._spawn([shutil.which("haproxy") or "/usr/sbin/haproxy", "-db", "-f",
+                               str(rb.REPO / "deploy" / "haproxy" / "haproxy.cfg")],
+                              env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.stats_port}/stats;csv", timeout=2) as r:
+                    rows = [l.split(",") for l in r.read().decode().splitlines() if l.startswith("replicas,r")]
+                if rows and all(row[17] == "UP" for row in rows):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"HAProxy's replicas not all UP; see {log}")
+
+    def stop(self) -> None:
+        rb._stop(self.proc)
+
+
+def exp_replicas(args, tmp: Path) -> dict:
+    """1 vs 3 replicas behind HAProxy (deploy/haproxy/haproxy.cfg): capacity on the short
+    workload with the cache off (every request computed: the CPUs' ceiling), then the zipf
+    workload at a fixed rate with L1 + a shared Redis, counting where hits came from."""
+    if not shutil.which("haproxy") and not Path("/usr/sbin/haproxy").exists():
+        raise SystemExit("haproxy is missing: apt-get install haproxy (scripts/setup.sh does)")
+    fp32 = fp32_only_repo(tmp)
+    out: dict = {"start_rate": args.start_rate, "fixed_rate": args.fixed_rate}
+    for n in (1, 3):
+        row: dict = {}
+        base = ["--precision.mode", "off", *args.flags]
+        servers = [Tailcut([*base, "--cache.enabled=false"], tmp / f"r{n}-{i}-short.log", fp32) for i in range(n)]
+        for s in servers:
+            s.start()
+        lb = Balancer([s.port for s in servers], tmp / f"lb-{n}-short.log")
+        try:
+            row["short_capacity_cache_off"] = capacity(lb.port, "short", args.start_rate)
+        finally:
+            lb.stop()
+            for s in servers:
+                s.stop()
+        with RedisServer(tmp) as redis:
+            flags = [*base, "--redis.enabled", "--redis.port", str(redis.port)]
+            servers = [Tailcut(flags, tmp / f"r{n}-{i}-zipf.log", fp32) for i in range(n)]
+            for s in servers:
+                s.start()
+            lb = Balancer([s.port for s in servers], tmp / f"lb-{n}-zipf.log")
+            try:
+                rep = loadgen(lb.port, "zipf", args.fixed_rate, 30)
+                def total(name: str, **labels) -> float:
+                    return sum(s.metric(name, **labels) for s in servers)
+                l1_hit = total("tailcut_cache_lookups_total", tier="l1", result="hit")
+                l1_miss = total("tailcut_cache_lookups_total", tier="l1", result="miss")
+                l2_hit = total("tailcut_l2_lookups_total", result="hit")
+                rows = l1_hit + l1_miss
+                row["zipf"] = {"at_fixed_rate": summary(rep), "rows": rows,
+                               "l1_hit_rate": round(l1_hit / rows, 4) if rows else None,
+                               # Rows an L1 missed and Redis had: computed by another replica
+                               # (or by this one before its L1 evicted them).
+                               "l2_hit_rate": round(l2_hit / rows, 4) if rows else None,
+                               "computed_share": round((rows - l1_hit - l2_hit) / rows, 4) if rows else None}
+            finally:
+                lb.stop()
+                for s in servers:
+                    s.stop()
+        out[f"replicas_{n}"] = row
+        print(f"  {n} replica(s): {row}", flush=True)
+    return out
+
+
 def redis_flush(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port)) as c:
         c.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
@@ -790,7 +870,7 @@ def exp_faults(args, tmp: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("experiment", choices=["capacity", "load-step", "overload", "soak", "cache", "variants",
-                                                   "faults", "precision-cache", "io-isolation"])
+                                                   "faults", "precision-cache", "io-isolation", "replicas"])
     ap.add_argument("--workload", default="short")
     ap.add_argument("--start-rate", type=float, default=200)
     ap.add_argument("--sustainable", type=float, default=0, help="overload: skip the capacity search")
@@ -828,7 +908,7 @@ def main() -> int:
         fn = {"capacity": exp_capacity, "load-step": exp_load_step, "overload": exp_overload,
               "soak": exp_soak, "cache": exp_cache, "variants": exp_variants,
               "faults": exp_faults, "precision-cache": exp_precision_cache,
-              "io-isolation": exp_io_isolation}[args.experiment]
+              "io-isolation": exp_io_isolation, "replicas": exp_replicas}[args.experiment]
         result = fn(args, tmp)
     finally:
         rb.stop_all()

@@ -52,6 +52,7 @@ DEB_PACKAGES=(
   libboost-dev libhiredis-dev nlohmann-json3-dev libspdlog-dev libutf8proc-dev libxxhash-dev
   libcli11-dev libyaml-cpp-dev libgtest-dev libbenchmark-dev libhnswlib-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # KServe v2 over gRPC.
+  haproxy  # The replica tests' load balancer (deploy/haproxy/, tests/python/test_replicas.py).
   redis-server npm python3 python3-venv
   clang libclang-rt-dev llvm  # Sanitizer builds and fuzzers (clang runtimes, llvm-symbolizer).
   ccache  # Compiler cache: a second clone (CI's fresh-clone check) rebuilds in seconds.

@@ -115,7 +115,6 @@ import gzip
 import json
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -167,12 +166,6 @@ _LISTENING = re.compile(r"listening on http://[^\s:]+:(\d+)")
 _GRPC_LISTENING = re.compile(r"KServe v2 gRPC on [^\s]+:(\d+)")
 
 
-def free_tcp_port() -> int:
-    """A loopback TCP port free right now (for a listener that takes no port 0, like gRPC's)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class TailcutServer:
     """One `tailcut serve` process.
@@ -222,7 +215,7 @@ class TailcutServer:
         self.started_at = time.time()
         retry_until = time.monotonic() + 60
         if self.grpc:
-            self.grpc_port = free_tcp_port()
+            self.grpc_port = free_port()  # gRPC's listener takes no port 0 (0 = off).
         while True:
             try:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
