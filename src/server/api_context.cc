@@ -103,6 +103,10 @@ void ApiContext::Infer(TensorRequest request, TensorCallback done) {
 void ApiContext::Generate(const HttpExchange& exchange, GenerateRequest request,
                           GenerationSinkPtr sink) {
   request.cancellation = exchange.cancellation();
+  Generate(std::move(request), std::move(sink));
+}
+
+void ApiContext::Generate(GenerateRequest request, GenerationSinkPtr sink) {
   api_.Generate(std::move(request), std::move(sink));
 }
 

@@ -56,6 +56,7 @@ class ApiContext {
   // has set.
   void Embed(EmbedRequest request, EmbedCallback done);
   void Infer(TensorRequest request, TensorCallback done);
+  void Generate(GenerateRequest request, GenerationSinkPtr sink);
   // The core API's Generate, cancelled like Embed's (and when a streamed answer's stream
   // closes for a slow reader). The sink is called on the generation step loop: it must not
   // block (server/generation_sink.h hands anything heavy to RunOnWorkPool).

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <limits>
 
+#include "server/generation_sink.h"
 #include "server/json_body.h"
 #include "server/kserve_binary.h"
+#include "server/kserve_generate_api.h"
 #include "server/variant_json.h"
 
 namespace tailcut {
@@ -489,6 +491,91 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
   });
 }
 
+// Generative models over KServe infer, as Triton's LLM backends take it: one BYTES input
+// "text_input" holding one prompt, generate's parameters (kserve_generate_api.h) in the
+// request's "parameters", and the whole answer as the BYTES output "text_output" (streamed
+// answers come from generate_stream). `raw`: the prompt in binary, instead of "data".
+void InferGenerative(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann::json& body,
+                     const std::string& model, const std::string& id,
+                     const std::vector<std::string>& outputs,
+                     const KServeBinaryOutputs& binary_outputs,
+                     const std::optional<std::string_view>& raw, int64_t parse_start,
+                     int64_t deadline) {
+  auto fail = [&](const Status& s) {
+    ctx.FinishError(exchange, kInferRoute, model, s, ErrorStyle::kKServe);
+  };
+  const auto& inputs = body["inputs"];
+  const auto& in = inputs[0];
+  const auto datatype = in.is_object() ? in.find("datatype") : in.end();
+  if (inputs.size() != 1 || !in.is_object() || datatype == in.end() || !datatype->is_string() ||
+      datatype->get_ref<const std::string&>() != "BYTES" || !in.contains("name") ||
+      !in["name"].is_string()) {
+    return fail(Status::InvalidArgument("a generative model takes exactly one input: "
+                                        "'text_input', a BYTES tensor of one prompt"));
+  }
+  for (const auto& name : outputs) {
+    if (name != "text_output") {
+      return fail(Status::InvalidArgument("model '" + model + "' has no output '" + name +
+                                          "'; a generative model's one output is 'text_output'"));
+    }
+  }
+  auto texts = raw ? DecodeKServeBinaryStrings(*raw, in["name"].get<std::string>())
+                   : ReadStringOrStringArray(in, "data");
+  if (!texts.ok()) return fail(texts.status());
+  if (Status s = CheckTextShape(in, texts->size()); !s.ok()) return fail(s);
+  if (texts->size() != 1) {
+    return fail(Status::InvalidArgument("a generative model takes one prompt per request, got " +
+                                        std::to_string(texts->size())));
+  }
+  GenerateRequest req;
+  req.model = model;
+  req.prompt = std::move((*texts)[0]);
+  if (auto params = body.find("parameters"); params != body.end()) {
+    if (Status s = ReadKServeGenerateParameters(*params, false, &req); !s.ok()) return fail(s);
+  }
+  req.received_micros = exchange->received_micros();
+  req.deadline_micros = deadline;
+  const int64_t parse_micros = ctx.clock().NowMicros() - parse_start;
+  req.timings.parse_micros = parse_micros;
+  const bool binary = binary_outputs.Binary("text_output");
+  auto sink = std::make_shared<CollectingGenerationSink>(
+      ctx, false, parse_micros, [&ctx, exchange, model, id, binary](Result<GeneratedText> r) {
+        if (!r.ok()) {
+          return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
+        }
+        const int64_t start = ctx.clock().NowMicros();
+        HttpResponse res;
+        res.body = "{\"model_name\":";
+        AppendJsonString(r->start.model, &res.body);
+        res.body += ",\"model_version\":\"1\"";
+        if (!id.empty()) {
+          res.body += ",\"id\":";
+          AppendJsonString(id, &res.body);
+        }
+        res.body += ",\"parameters\":{\"variant\":";
+        AppendJsonString(r->start.variant, &res.body);
+        res.body += "},\"outputs\":[{\"name\":\"text_output\",\"datatype\":\"BYTES\",\"shape\":[1],";
+        std::string tail;
+        if (binary) {
+          const auto n = static_cast<uint32_t>(r->text.size());
+          for (int i = 0; i < 4; ++i) tail += static_cast<char>((n >> (8 * i)) & 0xffu);
+          tail += r->text;
+          res.body += "\"parameters\":{\"binary_data_size\":" + std::to_string(tail.size()) + "}}]}";
+        } else {
+          res.body += "\"data\":[";
+          AppendJsonString(r->text, &res.body);
+          res.body += "]}]}";
+        }
+        SetKServeResponseBody(std::move(res.body), std::move(tail), binary, &res);
+        if (!r->start.variant.empty()) res.headers.emplace_back("X-Tailcut-Variant", r->start.variant);
+        StageTimings t = r->timings;
+        t.serialize_micros = ctx.clock().NowMicros() - start;
+        const std::string server_timing = GenerationServerTiming(t);
+        ctx.Finish(exchange, kInferRoute, r->start.model, std::move(res), t, server_timing);
+      });
+  ctx.Generate(*exchange, std::move(req), std::move(sink));
+}
+
 void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   const int64_t parse_start = ctx.clock().NowMicros();
   const std::string model = exchange->params["name"];
@@ -569,6 +656,10 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   auto outputs = ReadOutputNames(*body);
   if (!outputs.ok()) {
     return ctx.FinishError(exchange, kInferRoute, model, outputs.status(), ErrorStyle::kKServe);
+  }
+  if (described->kind == "generative") {
+    return InferGenerative(ctx, exchange, *body, described->name, id, *outputs, *binary_outputs,
+                           (*raw_inputs)[0], parse_start, deadline_micros);
   }
   StageTimings timings;
   if (described->kind == "text-embedding") {

@@ -4,7 +4,9 @@
 // (the model-repository routes, metadata included, are in kserve_model_api.h)
 // Any ONNX model in the repository is served with typed JSON tensors ("data" flat or
 // nested, checked against "shape" and "datatype"). A text-embedding model also answers
-// here: one BYTES input of texts gives an FP32 [n, dim] output named "embedding".
+// here: one BYTES input of texts gives an FP32 [n, dim] output named "embedding". So does a
+// generative model, as Triton's LLM backends do: one BYTES "text_input" of one prompt and
+// generate's parameters (kserve_generate_api.h) give the whole answer as "text_output".
 //
 // Thread-safety: as for the OpenAI routes.
 #pragma once

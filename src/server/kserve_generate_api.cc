@@ -32,27 +32,37 @@ Result<GenerateRequest> ParseGenerate(std::string_view body_text, const std::str
       return Status::InvalidArgument("field 'parameters' must be an object, got " +
                                      JsonTypeName(*params));
     }
-    if (Status s = ReadGenerationParams(*params, "parameters.", false, &req); !s.ok()) return s;
-    // A precision variant pin, as KServe inference requests take it.
-    auto precision = ReadOptionalString(*params, "precision");
-    if (!precision.ok()) {
-      return Status::InvalidArgument("field 'parameters.precision' must be a string");
-    }
-    req.precision = precision->value_or("");
-    auto stream = params->find("stream");
-    if (stream != params->end() && !stream->is_null()) {
-      if (!stream->is_boolean()) {
-        return Status::InvalidArgument("field 'parameters.stream' must be a boolean, got " +
-                                       JsonTypeName(*stream));
-      }
-      if (stream->get<bool>() && !stream_route) {
-        return Status::InvalidArgument(
-            "field 'parameters.stream' is true: streamed answers come from generate_stream");
-      }
-    }
+    if (Status s = ReadKServeGenerateParameters(*params, stream_route, &req); !s.ok()) return s;
   }
   return req;
 }
+
+}  // namespace
+
+Status ReadKServeGenerateParameters(const nlohmann::json& params, bool stream_allowed,
+                                    GenerateRequest* req) {
+  if (Status s = ReadGenerationParams(params, "parameters.", false, req); !s.ok()) return s;
+  // A precision variant pin, as KServe inference requests take it.
+  auto precision = ReadOptionalString(params, "precision");
+  if (!precision.ok()) {
+    return Status::InvalidArgument("field 'parameters.precision' must be a string");
+  }
+  req->precision = precision->value_or("");
+  auto stream = params.find("stream");
+  if (stream != params.end() && !stream->is_null()) {
+    if (!stream->is_boolean()) {
+      return Status::InvalidArgument("field 'parameters.stream' must be a boolean, got " +
+                                     JsonTypeName(*stream));
+    }
+    if (stream->get<bool>() && !stream_allowed) {
+      return Status::InvalidArgument(
+          "field 'parameters.stream' is true: streamed answers come from generate_stream");
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
 
 std::string Output(const std::string& model, std::string_view text) {
   std::string out = "{\"model_name\":";

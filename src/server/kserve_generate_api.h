@@ -14,11 +14,20 @@
 // Thread-safety: as for the OpenAI routes (server/openai_generation_api.h).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include "server/api_context.h"
 #include "server/router.h"
 
 namespace tailcut {
 
 void AddKServeGenerateRoutes(Router& router, ApiContext& context);
+
+// Reads a generate request's `parameters` object (above) into `request`: the sampling
+// settings, the precision pin, and `stream`, which may be true only where `stream_allowed`.
+// Errors name the field as "parameters.<name>". Shared by generate and by infer on a
+// generative model (HTTP and gRPC), so the three read one set of parameters one way.
+Status ReadKServeGenerateParameters(const nlohmann::json& params, bool stream_allowed,
+                                    GenerateRequest* request);
 
 }  // namespace tailcut

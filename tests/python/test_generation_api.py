@@ -59,7 +59,7 @@ def generative_repository(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def gen_server(tailcut_bin, default_model_dir, tmp_path_factory):
     repo = generative_repository(tmp_path_factory.mktemp("models"))
-    with TailcutServer(model_repository=repo, name="generation",
+    with TailcutServer(model_repository=repo, name="generation", grpc=True,
                        log_dir=tmp_path_factory.mktemp("logs")) as s:
         yield s
 
@@ -283,6 +283,52 @@ def test_kserve_generate_and_generate_stream(gen_server, gen_model):
         assert s.status_code == 200
         pieces = [json.loads(e)["text_output"] for e in sse_events(s)]
     assert "".join(pieces) == whole["text_output"]
+
+
+def test_kserve_infer_on_a_generative_model_answers_as_generate_does(gen_server, gen_model):
+    """Triton's LLM convention over infer, HTTP and gRPC, with tritonclient's defaults: one
+    BYTES "text_input" of one prompt, generate's parameters, the answer as "text_output"."""
+    import numpy as np
+    import tritonclient.grpc as tgrpc
+    import tritonclient.http as thttp
+    from tritonclient.utils import InferenceServerException
+
+    params = {"max_tokens": 8, "temperature": 0}
+    want = gen_server.post(f"/v2/models/{gen_model}/generate",
+                           {"text_input": "Hello", "parameters": params}).json()["text_output"]
+    prompt = np.array([b"Hello"], dtype=object)
+
+    h = thttp.InferenceServerClient(f"127.0.0.1:{gen_server.port}")
+    inp = thttp.InferInput("text_input", [1], "BYTES")
+    inp.set_data_from_numpy(prompt)  # Binary, as tritonclient.http sends by default.
+    got = h.infer(gen_model, [inp], parameters=params)
+    assert got.as_numpy("text_output")[0].decode() == want
+    assert got.get_response()["parameters"]["variant"]
+    as_json = thttp.InferInput("text_input", [1], "BYTES")
+    as_json.set_data_from_numpy(prompt, binary_data=False)
+    got_json = h.infer(gen_model, [as_json], parameters=params,
+                       outputs=[thttp.InferRequestedOutput("text_output", binary_data=False)])
+    # From JSON "data" tritonclient gives str, from binary bytes.
+    assert got_json.as_numpy("text_output")[0] == want
+
+    g = tgrpc.InferenceServerClient(f"127.0.0.1:{gen_server.grpc_port}")
+    ginp = tgrpc.InferInput("text_input", [1], "BYTES")
+    ginp.set_data_from_numpy(prompt)
+    got = g.infer(gen_model, [ginp], parameters=params)
+    assert got.as_numpy("text_output")[0].decode() == want
+
+    # One prompt per request, generate's parameter checks, the one output.
+    two = tgrpc.InferInput("text_input", [2], "BYTES")
+    two.set_data_from_numpy(np.array([b"a", b"b"], dtype=object))
+    with pytest.raises(InferenceServerException) as e:
+        g.infer(gen_model, [two])
+    assert e.value.status() == "StatusCode.INVALID_ARGUMENT" and "one prompt" in e.value.message()
+    with pytest.raises(InferenceServerException) as e:
+        g.infer(gen_model, [ginp], parameters={"temperature": 9.0})
+    assert e.value.status() == "StatusCode.INVALID_ARGUMENT" and "temperature" in e.value.message()
+    with pytest.raises(InferenceServerException) as e:
+        h.infer(gen_model, [inp], outputs=[thttp.InferRequestedOutput("logits")])
+    assert "no output 'logits'" in str(e.value)
 
 
 def test_client_leaving_mid_stream_cancels_the_generation(gen_server, gen_model):

@@ -12,9 +12,11 @@
 #include <utility>
 
 #include "common/cancellation.h"
+#include "server/generation_sink.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/kserve_grpc_tensors.h"
 #include "server/http_errors.h"
+#include "server/kserve_generate_api.h"
 #include "server/kserve_protocol_tensors.h"
 
 namespace tailcut {
@@ -81,6 +83,24 @@ Result<int64_t> TimeoutParameter(
   }
   return Status::InvalidArgument("parameter 'timeout' must be a positive int64_param "
                                  "(microseconds)");
+}
+
+// The request's parameters as the JSON object the generate extension reads (its own
+// parameters are typed there), so every transport reads them one way.
+nlohmann::json ParametersJson(
+    const google::protobuf::Map<std::string, inference::InferParameter>& params) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, p] : params) {
+    switch (p.parameter_choice_case()) {
+      case inference::InferParameter::kBoolParam: out[key] = p.bool_param(); break;
+      case inference::InferParameter::kInt64Param: out[key] = p.int64_param(); break;
+      case inference::InferParameter::kStringParam: out[key] = p.string_param(); break;
+      case inference::InferParameter::kDoubleParam: out[key] = p.double_param(); break;
+      case inference::InferParameter::kUint64Param: out[key] = p.uint64_param(); break;
+      case inference::InferParameter::PARAMETER_CHOICE_NOT_SET: break;
+    }
+  }
+  return out;
 }
 
 // The earlier of two deadlines, where 0 is none.
@@ -500,6 +520,63 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
   response->set_model_name(model);
   response->set_model_version("1");
   response->set_id(request.id());
+
+  if (d->kind == "generative") {
+    // As over HTTP (kserve_api.cc): one BYTES input of one prompt, generate's parameters, the
+    // whole answer as "text_output".
+    if (request.inputs_size() != 1 || request.inputs(0).datatype() != "BYTES") {
+      return fail(Status::InvalidArgument("a generative model takes exactly one input: "
+                                          "'text_input', a BYTES tensor of one prompt"),
+                  model);
+    }
+    for (const auto& name : outputs) {
+      if (name != "text_output") {
+        return fail(Status::InvalidArgument("model '" + model + "' has no output '" + name +
+                                            "'; a generative model's one output is "
+                                            "'text_output'"),
+                    model);
+      }
+    }
+    auto texts = TextsFromGrpcInput(request.inputs(0), (*raw)[0]);
+    if (!texts.ok()) return fail(texts.status(), model);
+    if (texts->size() != 1) {
+      return fail(Status::InvalidArgument("a generative model takes one prompt per request, "
+                                          "got " + std::to_string(texts->size())),
+                  model);
+    }
+    GenerateRequest req;
+    req.model = model;
+    req.prompt = std::move((*texts)[0]);
+    if (Status s = ReadKServeGenerateParameters(ParametersJson(request.parameters()), false, &req);
+        !s.ok()) {
+      return fail(s, model);
+    }
+    req.received_micros = call->received_micros();
+    req.deadline_micros = deadline;
+    req.cancellation = call->cancellation();
+    const int64_t parse_micros = context_.clock().NowMicros() - call->received_micros();
+    req.timings.parse_micros = parse_micros;
+    auto sink = std::make_shared<CollectingGenerationSink>(
+        context_, false, parse_micros,
+        [this, call, response, model](Result<GeneratedText> r) {
+          if (!r.ok()) return call->Answer(r.status(), model);
+          const int64_t start = context_.clock().NowMicros();
+          auto* out = response->add_outputs();
+          out->set_name("text_output");
+          out->set_datatype("BYTES");
+          out->add_shape(1);
+          std::string* bytes = response->add_raw_output_contents();
+          const auto n = static_cast<uint32_t>(r->text.size());
+          for (int i = 0; i < 4; ++i) *bytes += static_cast<char>((n >> (8 * i)) & 0xffu);
+          *bytes += r->text;
+          (*response->mutable_parameters())["variant"].set_string_param(r->start.variant);
+          StageTimings t = r->timings;
+          t.serialize_micros = context_.clock().NowMicros() - start;
+          call->Answer(Status::Ok(), r->start.model, t);
+        });
+    context_.Generate(std::move(req), std::move(sink));
+    return;
+  }
 
   if (d->kind == "text-embedding") {
     if (request.inputs_size() != 1 || request.inputs(0).datatype() != "BYTES") {
