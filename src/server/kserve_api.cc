@@ -10,6 +10,7 @@
 #include "server/json_body.h"
 #include "server/kserve_binary.h"
 #include "server/kserve_generate_api.h"
+#include "server/kserve_protocol_tensors.h"
 #include "server/variant_json.h"
 
 namespace tailcut {
@@ -387,16 +388,15 @@ Result<std::vector<std::string>> ReadOutputNames(const nlohmann::json& body) {
 // Text models over KServe: one BYTES input of texts -> "embedding" FP32 [n, dim].
 // `raw`: the texts in binary (kserve_binary.h), instead of "data".
 void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann::json& body,
-               const std::string& model, const std::string& id,
+               const ModelDescription& d, const std::string& id,
                const std::vector<std::string>& outputs, const KServeBinaryOutputs& binary_outputs,
                const std::optional<std::string_view>& raw, StageTimings timings,
                int64_t deadline) {
+  const std::string& model = d.name;
   const auto& inputs = body["inputs"];
   if (inputs.size() != 1) {
-    return ctx.FinishError(exchange, kInferRoute, model,
-                           Status::InvalidArgument("a text-embedding model takes exactly one "
-                                                   "input: a BYTES tensor of texts"),
-                           ErrorStyle::kKServe, timings);
+    return ctx.FinishError(exchange, kInferRoute, model, OneBytesInputError(d), ErrorStyle::kKServe,
+                           timings);
   }
   const auto& in = inputs[0];
   // Look "datatype" up by hand: json::value() throws (and would end the process) when the
@@ -415,14 +415,8 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
                                                    "string"),
                            ErrorStyle::kKServe, timings);
   }
-  for (const auto& name : outputs) {
-    if (name != "embedding") {
-      return ctx.FinishError(exchange, kInferRoute, model,
-                             Status::InvalidArgument("model '" + model + "' has no output '" +
-                                                     name + "'; a text-embedding model's one "
-                                                     "output is 'embedding'"),
-                             ErrorStyle::kKServe, timings);
-    }
+  if (Status s = CheckRequestedOutputs(d, outputs); !s.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, s, ErrorStyle::kKServe, timings);
   }
   EmbedRequest req;
   req.model = model;
@@ -461,12 +455,7 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
       return ctx.FinishError(exchange, kInferRoute, model, r.status(), ErrorStyle::kKServe);
     }
     const int64_t start = ctx.clock().NowMicros();
-    Tensor out;
-    out.name = "embedding";
-    out.type = DataType::kFp32;
-    out.shape = {static_cast<int64_t>(r->token_counts.size()), r->dimensions};
-    out.data.resize(r->embeddings.size() * sizeof(float));
-    std::memcpy(out.data.data(), r->embeddings.data(), out.data.size());
+    const Tensor out = EmbeddingTensor(*r);
     HttpResponse res;
     res.body = "{\"model_name\":";
     AppendJsonString(r->model, &res.body);
@@ -496,11 +485,12 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
 // request's "parameters", and the whole answer as the BYTES output "text_output" (streamed
 // answers come from generate_stream). `raw`: the prompt in binary, instead of "data".
 void InferGenerative(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann::json& body,
-                     const std::string& model, const std::string& id,
+                     const ModelDescription& d, const std::string& id,
                      const std::vector<std::string>& outputs,
                      const KServeBinaryOutputs& binary_outputs,
                      const std::optional<std::string_view>& raw, int64_t parse_start,
                      int64_t deadline) {
+  const std::string& model = d.name;
   auto fail = [&](const Status& s) {
     ctx.FinishError(exchange, kInferRoute, model, s, ErrorStyle::kKServe);
   };
@@ -510,15 +500,9 @@ void InferGenerative(ApiContext& ctx, const HttpExchangePtr& exchange, const nlo
   if (inputs.size() != 1 || !in.is_object() || datatype == in.end() || !datatype->is_string() ||
       datatype->get_ref<const std::string&>() != "BYTES" || !in.contains("name") ||
       !in["name"].is_string()) {
-    return fail(Status::InvalidArgument("a generative model takes exactly one input: "
-                                        "'text_input', a BYTES tensor of one prompt"));
+    return fail(OneBytesInputError(d));
   }
-  for (const auto& name : outputs) {
-    if (name != "text_output") {
-      return fail(Status::InvalidArgument("model '" + model + "' has no output '" + name +
-                                          "'; a generative model's one output is 'text_output'"));
-    }
-  }
+  if (Status s = CheckRequestedOutputs(d, outputs); !s.ok()) return fail(s);
   auto texts = raw ? DecodeKServeBinaryStrings(*raw, in["name"].get<std::string>())
                    : ReadStringOrStringArray(in, "data");
   if (!texts.ok()) return fail(texts.status());
@@ -557,9 +541,7 @@ void InferGenerative(ApiContext& ctx, const HttpExchangePtr& exchange, const nlo
         res.body += "},\"outputs\":[{\"name\":\"text_output\",\"datatype\":\"BYTES\",\"shape\":[1],";
         std::string tail;
         if (binary) {
-          const auto n = static_cast<uint32_t>(r->text.size());
-          for (int i = 0; i < 4; ++i) tail += static_cast<char>((n >> (8 * i)) & 0xffu);
-          tail += r->text;
+          tail = EncodeKServeBinaryString(r->text);
           res.body += "\"parameters\":{\"binary_data_size\":" + std::to_string(tail.size()) + "}}]}";
         } else {
           res.body += "\"data\":[";
@@ -658,13 +640,13 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
     return ctx.FinishError(exchange, kInferRoute, model, outputs.status(), ErrorStyle::kKServe);
   }
   if (described->kind == "generative") {
-    return InferGenerative(ctx, exchange, *body, described->name, id, *outputs, *binary_outputs,
+    return InferGenerative(ctx, exchange, *body, *described, id, *outputs, *binary_outputs,
                            (*raw_inputs)[0], parse_start, deadline_micros);
   }
   StageTimings timings;
   if (described->kind == "text-embedding") {
     timings.parse_micros = ctx.clock().NowMicros() - parse_start;
-    return InferText(ctx, exchange, *body, described->name, id, *outputs, *binary_outputs,
+    return InferText(ctx, exchange, *body, *described, id, *outputs, *binary_outputs,
                      (*raw_inputs)[0], timings, deadline_micros);
   }
 

@@ -88,6 +88,15 @@ Result<std::vector<std::string>> DecodeKServeBinaryStrings(std::string_view raw,
   return out;
 }
 
+std::string EncodeKServeBinaryString(std::string_view element) {
+  std::string out;
+  out.reserve(4 + element.size());
+  const auto n = static_cast<uint32_t>(element.size());
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xffu);
+  out += element;
+  return out;
+}
+
 Result<KServeBinaryOutputs> KServeBinaryOutputs::Read(const nlohmann::json& body) {
   KServeBinaryOutputs out;
   auto flag = [](const nlohmann::json& object, const char* key,

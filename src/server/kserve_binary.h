@@ -41,6 +41,10 @@ Result<std::vector<std::optional<std::string_view>>> KServeBinaryInputs(
 Result<std::vector<std::string>> DecodeKServeBinaryStrings(std::string_view raw,
                                                            std::string_view tensor_name);
 
+// One BYTES element as the binary extension (and gRPC's raw contents) carry it: its 4-byte
+// little-endian length, then its bytes.
+std::string EncodeKServeBinaryString(std::string_view element);
+
 // Which outputs the client wants in binary.
 class KServeBinaryOutputs {
  public:

@@ -1,5 +1,7 @@
 #include "server/kserve_protocol_tensors.h"
 
+#include <cstring>
+
 namespace tailcut {
 
 std::vector<ProtocolTensor> ProtocolTensorsFromSpecs(const std::vector<TensorSpec>& specs) {
@@ -24,6 +26,37 @@ void ProtocolTensors(const ModelDescription& d, std::vector<ProtocolTensor>* inp
 
 std::string_view ProtocolPlatform(const ModelDescription& d) {
   return d.kind == "generative" ? "llama_cpp_gguf" : "onnxruntime_onnx";
+}
+
+Status OneBytesInputError(const ModelDescription& d) {
+  return Status::InvalidArgument(d.kind == "generative"
+                                     ? "a generative model takes exactly one input: "
+                                       "'text_input', a BYTES tensor of one prompt"
+                                     : "a text-embedding model takes exactly one input: a BYTES "
+                                       "tensor of texts");
+}
+
+Status CheckRequestedOutputs(const ModelDescription& d, const std::vector<std::string>& requested) {
+  if (d.kind != "text-embedding" && d.kind != "generative") return Status::Ok();
+  const std::string_view only = d.kind == "generative" ? "text_output" : "embedding";
+  for (const auto& name : requested) {
+    if (name != only) {
+      return Status::InvalidArgument("model '" + d.name + "' has no output '" + name + "'; a " +
+                                     d.kind + " model's one output is '" + std::string(only) +
+                                     "'");
+    }
+  }
+  return Status::Ok();
+}
+
+Tensor EmbeddingTensor(const EmbedResult& r) {
+  Tensor out;
+  out.name = "embedding";
+  out.type = DataType::kFp32;
+  out.shape = {static_cast<int64_t>(r.token_counts.size()), r.dimensions};
+  out.data.resize(r.embeddings.size() * sizeof(float));
+  std::memcpy(out.data.data(), r.embeddings.data(), out.data.size());
+  return out;
 }
 
 }  // namespace tailcut

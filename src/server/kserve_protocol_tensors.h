@@ -32,4 +32,14 @@ void ProtocolTensors(const ModelDescription& d, std::vector<ProtocolTensor>* inp
 // Triton's "platform" for the model.
 std::string_view ProtocolPlatform(const ModelDescription& d);
 
+// For the models whose infer takes one BYTES input (text-embedding: texts; generative: one
+// prompt), the error for a request that does not send exactly that.
+Status OneBytesInputError(const ModelDescription& d);
+// OK when every name in `requested` is an output of `d` as the protocol sees it (a
+// text-embedding model's "embedding", a generative model's "text_output"); else the error
+// naming the first that is not. Tensor models' outputs are checked by the core.
+Status CheckRequestedOutputs(const ModelDescription& d, const std::vector<std::string>& requested);
+// A text-embedding result as the protocol's FP32 [rows, dimensions] tensor "embedding".
+Tensor EmbeddingTensor(const EmbedResult& result);
+
 }  // namespace tailcut

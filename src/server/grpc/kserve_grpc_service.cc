@@ -16,6 +16,7 @@
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/kserve_grpc_tensors.h"
 #include "server/http_errors.h"
+#include "server/kserve_binary.h"
 #include "server/kserve_generate_api.h"
 #include "server/kserve_protocol_tensors.h"
 
@@ -525,18 +526,9 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
     // As over HTTP (kserve_api.cc): one BYTES input of one prompt, generate's parameters, the
     // whole answer as "text_output".
     if (request.inputs_size() != 1 || request.inputs(0).datatype() != "BYTES") {
-      return fail(Status::InvalidArgument("a generative model takes exactly one input: "
-                                          "'text_input', a BYTES tensor of one prompt"),
-                  model);
+      return fail(OneBytesInputError(*d), model);
     }
-    for (const auto& name : outputs) {
-      if (name != "text_output") {
-        return fail(Status::InvalidArgument("model '" + model + "' has no output '" + name +
-                                            "'; a generative model's one output is "
-                                            "'text_output'"),
-                    model);
-      }
-    }
+    if (Status s = CheckRequestedOutputs(*d, outputs); !s.ok()) return fail(s, model);
     auto texts = TextsFromGrpcInput(request.inputs(0), (*raw)[0]);
     if (!texts.ok()) return fail(texts.status(), model);
     if (texts->size() != 1) {
@@ -565,10 +557,7 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
           out->set_name("text_output");
           out->set_datatype("BYTES");
           out->add_shape(1);
-          std::string* bytes = response->add_raw_output_contents();
-          const auto n = static_cast<uint32_t>(r->text.size());
-          for (int i = 0; i < 4; ++i) *bytes += static_cast<char>((n >> (8 * i)) & 0xffu);
-          *bytes += r->text;
+          *response->add_raw_output_contents() = EncodeKServeBinaryString(r->text);
           (*response->mutable_parameters())["variant"].set_string_param(r->start.variant);
           StageTimings t = r->timings;
           t.serialize_micros = context_.clock().NowMicros() - start;
@@ -580,18 +569,9 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
 
   if (d->kind == "text-embedding") {
     if (request.inputs_size() != 1 || request.inputs(0).datatype() != "BYTES") {
-      return fail(Status::InvalidArgument("a text-embedding model takes exactly one input: a "
-                                          "BYTES tensor of texts"),
-                  model);
+      return fail(OneBytesInputError(*d), model);
     }
-    for (const auto& name : outputs) {
-      if (name != "embedding") {
-        return fail(Status::InvalidArgument("model '" + model + "' has no output '" + name +
-                                            "'; a text-embedding model's one output is "
-                                            "'embedding'"),
-                    model);
-      }
-    }
+    if (Status s = CheckRequestedOutputs(*d, outputs); !s.ok()) return fail(s, model);
     auto texts = TextsFromGrpcInput(request.inputs(0), (*raw)[0]);
     if (!texts.ok()) return fail(texts.status(), model);
     EmbedRequest req;
@@ -615,14 +595,8 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
     context_.Embed(std::move(req), [this, call, response, model](Result<EmbedResult> r) {
       if (!r.ok()) return call->Answer(r.status(), model);
       const int64_t start = context_.clock().NowMicros();
-      Tensor out;
-      out.name = "embedding";
-      out.type = DataType::kFp32;
-      out.shape = {static_cast<int64_t>(r->token_counts.size()), r->dimensions};
-      out.data.resize(r->embeddings.size() * sizeof(float));
-      std::memcpy(out.data.data(), r->embeddings.data(), out.data.size());
       StageTimings t = r->timings;
-      if (Status s = AddGrpcOutput(out, response); !s.ok()) return call->Answer(s, r->model, t);
+      if (Status s = AddGrpcOutput(EmbeddingTensor(*r), response); !s.ok()) return call->Answer(s, r->model, t);
       (*response->mutable_parameters())["variant"].set_string_param(ServedVariants(*r));
       t.serialize_micros = context_.clock().NowMicros() - start;
       call->Answer(Status::Ok(), r->model, t);
