@@ -11,7 +11,10 @@
 //     that cancels cancels the request; `cache-control` metadata acts as the HTTP header does.
 //   - Every call is recorded in tailcut_requests_total and the stage histograms under the
 //     route "/inference.GRPCInferenceService/<Method>" (each request of a ModelStreamInfer
-//     stream counts as one), with the HTTP status of the same
+//     stream counts as one)
+//   - A generative model's infer (text_input -> text_output) answers whole, on ModelInfer and
+//     on a stream alike: one response per request, not Triton's decoupled token stream (that
+//     is HTTP's generate_stream)., with the HTTP status of the same
 //     outcome; `traceparent` is continued in the initial metadata and the stages are sent in
 //     trailing metadata `server-timing`, as the HTTP answers' headers.
 //
