@@ -53,6 +53,7 @@ DEB_PACKAGES=(
   libcli11-dev libyaml-cpp-dev libgtest-dev libbenchmark-dev libhnswlib-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # KServe v2 over gRPC.
   haproxy  # The replica tests' load balancer (deploy/haproxy/, tests/python/test_replicas.py).
+  prometheus  # prometheus, promtool: the monitoring recipe's tests (tests/python/test_prometheus.py).
   redis-server npm python3 python3-venv
   clang libclang-rt-dev llvm  # Sanitizer builds and fuzzers (clang runtimes, llvm-symbolizer).
   ccache  # Compiler cache: a second clone (CI's fresh-clone check) rebuilds in seconds.
