@@ -21,7 +21,7 @@ import pytest
 import requests
 import tritonclient.grpc as tgrpc
 from conftest import (DEFAULT_MODEL_NAME, DIMENSIONS, REPO_ROOT, TailcutServer,
-                      make_model_repository)
+                      make_model_repository, scrape, value, wait_until)
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
@@ -294,6 +294,54 @@ def test_triton_timeout_parameter_bounds_the_request(client, server):
     # A roomy one changes nothing.
     ok = client.infer(DEFAULT_MODEL_NAME, [text_input(["in time"])], timeout=30_000_000)
     assert ok.as_numpy("embedding").shape == (1, DIMENSIONS)
+
+
+def test_grpc_deadline_is_the_requests_deadline(tmp_path, default_model_dir):
+    """A call whose gRPC deadline passes while it waits behind a big request is not computed:
+    the server answers it DEADLINE_EXCEEDED (or drops it as cancelled when gRPC ends the call
+    first), never 200 after the client stopped waiting. Admission by queue delay is off here,
+    so the call is queued rather than refused at once as overload."""
+    repo = make_model_repository(tmp_path / "models")
+    s = TailcutServer(["--requests.max_queue_delay_millis", "0"], model_repository=repo,
+                      name="grpc-deadline", log_dir=tmp_path, grpc=True)
+    with s:
+        c = tgrpc.InferenceServerClient(f"127.0.0.1:{s.grpc_port}")
+
+        def statuses():
+            out: dict[str, float] = {}
+            for line in s.metrics().splitlines():
+                if (line.startswith("tailcut_requests_total{") and
+                        'route="/inference.GRPCInferenceService/ModelInfer"' in line):
+                    status = line.split('status="')[1].split('"')[0]
+                    out[status] = out.get(status, 0.0) + float(line.rsplit(" ", 1)[1])
+            return out
+
+        long_text = " ".join(["tail latency is what the users of a service feel"] * 20)
+        big = text_input([f"{i} {long_text}" for i in range(256)])  # Seconds of work on 2 cores.
+        done = threading.Event()
+
+        def send_big():
+            try:
+                c.infer(DEFAULT_MODEL_NAME, [big], client_timeout=300)
+            finally:
+                done.set()
+
+        threading.Thread(target=send_big, daemon=True).start()
+        try:
+            # Its rows beyond the first batch wait in the queue: the short call queues behind.
+            wait_until(lambda: value(scrape(s), "tailcut_queue_rows", model=DEFAULT_MODEL_NAME) > 0,
+                       timeout=30, interval=0.005, what="the big request's rows in the queue")
+            before = statuses()
+            with pytest.raises(InferenceServerException) as e:
+                c.infer(DEFAULT_MODEL_NAME, [text_input(["queued behind the big one"])],
+                        client_timeout=0.05)
+            assert e.value.status() == "StatusCode.DEADLINE_EXCEEDED", e.value
+        finally:
+            assert done.wait(300)
+        after = statuses()
+        grew = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        # The big one's 200, and the short one as 504 (deadline) or 499 (cancelled).
+        assert grew.get("200") == 1 and grew.get("504", 0) + grew.get("499", 0) == 1, grew
 
 
 def test_calls_are_counted_with_the_http_requests(client, server):
