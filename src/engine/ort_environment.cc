@@ -1,5 +1,6 @@
 #include "engine/ort_environment.h"
 
+#include <cstdlib>
 #include <mutex>
 
 #include "common/cpu_quota.h"
@@ -30,7 +31,9 @@ OrtEnvironment::OrtEnvironment(const OrtEnvironmentOptions& options)
     : options_(options),
       resolved_intra_op_threads_(ResolveThreads(options.intra_op_threads)),
       env_(MakeThreadingOptions(options), static_cast<OrtLoggingLevel>(options.log_severity),
-           "tailcut") {}
+           "tailcut") {
+  env_.DisableTelemetryEvents();
+}
 
 Status OrtEnvironment::Init(const OrtEnvironmentOptions& options) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -44,6 +47,12 @@ Status OrtEnvironment::Init(const OrtEnvironmentOptions& options) {
     return Status::FailedPrecondition(
         "ONNX Runtime environment already created with other thread options");
   }
+  // The ONNX Runtime library set-up installs (npm's build) collects telemetry: every process
+  // that creates an environment writes a 3 MB SQLite store under ~/.cache/Microsoft and an
+  // empty /tmp/mat-debug-<pid>.log, and would send events where it can reach its endpoint.
+  // A server does neither; DisableTelemetryEvents() alone does not stop it, the library's own
+  // switch does. An operator who set the variable keeps their choice (no overwrite).
+  setenv("ORT_DISABLE_TELEMETRY", "1", /*overwrite=*/0);
   try {
     g_environment.reset(new OrtEnvironment(options));
   } catch (const Ort::Exception& e) {
