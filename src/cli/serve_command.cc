@@ -63,9 +63,23 @@ int RunServe(ServerConfigLoader& loader) {
   // Declared before everything its tasks refer to (the context, the router, the service's
   // callbacks), and stopped explicitly below once the server has stopped handing it work.
   WorkPool work_pool(config.work_pool);
+  // Before the context, which hands it spans, and destroyed after it (sending what is queued).
+  std::unique_ptr<TraceExporter> tracer;
+  if (!config.tracing.otlp_endpoint.empty()) {
+    auto created = TraceExporter::Create(config.tracing, metrics);
+    if (!created.ok()) {
+      PrintError(created.status().message());
+      return 1;
+    }
+    tracer = std::move(created).value();
+    spdlog::info("tracing: OTLP to {} ({} per million traces started here)",
+                 config.tracing.otlp_endpoint, config.tracing.sample_ppm);
+  }
   ApiContextOptions api_options;
   api_options.slow_request_log_millis = config.slow_request_log_millis;
   api_options.work_pool = &work_pool;
+  api_options.tracer = tracer.get();
+  api_options.trace_sample_ppm = config.tracing.sample_ppm;
   ApiContext context(**service, metrics, api_options);
   Router router(context.clock());
   TeiOptions tei;

@@ -531,6 +531,33 @@ std::vector<Setting> BuildSettings() {
                   "Log requests slower than this with their stage breakdown; 0 = none.",
                   [](auto& c) -> auto& { return c.slow_request_log_millis; })
                   .AtLeast(0));
+  // tracing: OpenTelemetry spans over OTLP/HTTP (TraceExporterOptions).
+  t.push_back(Field(
+      "tracing.otlp_endpoint",
+      "Collector URL for OTLP/HTTP protobuf traces, e.g. http://127.0.0.1:4318/v1/traces; empty "
+      "= no tracing.",
+      [](auto& c) -> auto& { return c.tracing.otlp_endpoint; }));
+  t.push_back(Field(
+                  "tracing.sample_ppm",
+                  "Traces started here that are exported, per million requests (a caller's "
+                  "sampled traceparent is always followed).",
+                  [](auto& c) -> auto& { return c.tracing.sample_ppm; })
+                  .AtLeast(0)
+                  .AtMost(1'000'000));
+  t.push_back(Field(
+                  "tracing.service_name", "service.name of the exported spans.",
+                  [](auto& c) -> auto& { return c.tracing.service_name; })
+                  .NonEmpty());
+  t.push_back(Field(
+                  "tracing.max_queue_spans",
+                  "Spans held for export at most; more are dropped (and counted).",
+                  [](auto& c) -> auto& { return c.tracing.max_queue_spans; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "tracing.batch_timeout_millis",
+                  "Longest a span waits for its batch to fill before it is sent.",
+                  [](auto& c) -> auto& { return c.tracing.batch_timeout_millis; })
+                  .AtLeast(1));
   return t;
 }
 
@@ -563,6 +590,9 @@ const std::vector<std::pair<std::string, std::string>>& Sections() {
        "Which precision variant serves requests that pin none. The controller only runs for "
        "models with both the accurate and the fast variant loaded."},
       {"log", "Logging."},
+      {"tracing",
+       "OpenTelemetry traces: a span per request with a child per stage, exported in batches "
+       "on a thread of its own; a collector that is down costs dropped spans, never requests."},
   };
   return sections;
 }

@@ -49,6 +49,7 @@
 #include "common/status.h"
 #include "core/inference_service.h"
 #include "engine/ort_environment.h"
+#include "obs/trace_exporter.h"
 #include "server/auth.h"
 #include "server/grpc/kserve_grpc_server.h"
 #include "server/http_server.h"
@@ -60,6 +61,8 @@ struct ServerConfig {
   HttpServerOptions http;
   // KServe v2 over gRPC, on its own port beside HTTP (same host and limits).
   GrpcServerOptions grpc;
+  // OpenTelemetry traces (off without an endpoint).
+  TraceExporterOptions tracing;
   // The threads that do requests' CPU work (parsing, tokenising, formatting answers), and
   // which requests count as heavy there.
   WorkPoolOptions work_pool;

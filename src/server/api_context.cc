@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <random>
 
+#include "server/request_spans.h"
+
 namespace tailcut {
 namespace {
 
@@ -151,7 +153,7 @@ void ApiContext::Finish(const HttpExchangePtr& exchange, std::string_view route,
                         const std::string& model, HttpResponse response, StageTimings timings,
                         std::string_view server_timing) {
   const std::string traceparent = TraceparentFor(exchange->header("traceparent"));
-  Record(*exchange, route, model, response.status, timings, server_timing, traceparent);
+  Record(*exchange, route, model, response.status, timings, server_timing, traceparent, &response);
   response.headers.emplace_back("Server-Timing", server_timing.empty()
                                                      ? timings.ToServerTiming()
                                                      : WithTotal(server_timing, timings));
@@ -167,7 +169,8 @@ void ApiContext::RecordStreamed(const HttpExchange& exchange, std::string_view r
 
 void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
                         const std::string& model, unsigned status, StageTimings& timings,
-                        std::string_view server_timing, std::string_view traceparent) {
+                        std::string_view server_timing, std::string_view traceparent,
+                        const HttpResponse* response) {
   CallRecord call;
   call.route = route;
   const auto method = exchange.request().method_string();
@@ -179,6 +182,19 @@ void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
   call.inference = exchange.request().method() == boost::beast::http::verb::post &&
                    !route.starts_with("/admin");
   call.traceparent = traceparent;
+  call.incoming_traceparent = exchange.header("traceparent");
+  std::string cache_hits;
+  if (response) {
+    for (const auto& [name, value] : response->headers) {
+      if (name == "X-Tailcut-Variant") call.variant = value;
+      if (name == "X-Tailcut-Cache-Hits") cache_hits = value;
+    }
+    if (!cache_hits.empty()) {
+      int64_t hits = 0;
+      auto [end, ec] = std::from_chars(cache_hits.data(), cache_hits.data() + cache_hits.size(), hits);
+      if (ec == std::errc()) call.cache_hits = hits;
+    }
+  }
   RecordCall(call, timings, server_timing);
 }
 
@@ -215,6 +231,24 @@ void ApiContext::RecordCall(const CallRecord& call, StageTimings& timings,
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
     model_stats_[model_index]->Record(status < 400, timings, unix_millis);
+  }
+  if (options_.tracer && !route.starts_with("/admin") &&
+      TraceSampled(call.traceparent, call.incoming_traceparent, options_.trace_sample_ppm)) {
+    RequestSpanInput span;
+    span.route = route;
+    span.method = call.method;
+    span.model = model_labels_[model_index];
+    span.status = status;
+    span.traceparent = call.traceparent;
+    span.incoming_traceparent = call.incoming_traceparent;
+    span.variant = call.variant;
+    span.cache_hits = call.cache_hits;
+    span.end_unix_nanos = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    span.timings = timings;
+    options_.tracer->Export(RequestSpans(span));
   }
   if (options_.slow_request_log_millis > 0 && !route.starts_with("/admin") &&
       timings.total_micros > options_.slow_request_log_millis * 1000) {

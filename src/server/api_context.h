@@ -20,6 +20,7 @@
 #include "common/work_pool.h"
 #include "core/inference_api.h"
 #include "obs/metrics.h"
+#include "obs/trace_exporter.h"
 #include "server/http_errors.h"
 #include "server/http_server.h"
 #include "server/model_request_stats.h"
@@ -39,6 +40,11 @@ struct ApiContextOptions {
   // formatted on the pool's heavy lane, so they cannot hold up small requests' answers
   // (src/common/work_pool.h). 32,768 values is about 300 KiB of JSON, a few ms to write.
   size_t heavy_result_values = 32'768;
+  // Where finished requests' spans go (OTLP, obs/trace_exporter.h); null = no tracing. Must
+  // outlive the context.
+  TraceExporter* tracer = nullptr;
+  // Traces started here (no sampled caller) that are exported, in parts per million.
+  int64_t trace_sample_ppm = 1'000'000;
 };
 
 class ApiContext {
@@ -90,7 +96,10 @@ class ApiContext {
     unsigned status = 200;
     int64_t received_micros = 0;  // clock() time the request arrived.
     bool inference = false;       // A request to a model (counted in its statistics).
-    std::string_view traceparent;
+    std::string_view traceparent;           // The answer's.
+    std::string_view incoming_traceparent;  // The caller's, for the trace's parent span.
+    std::string_view variant;               // For the trace: the variant that computed it.
+    int64_t cache_hits = -1;                // For the trace: rows from a cache (-1: n/a).
   };
   // `timings.total_micros` is filled in.
   void RecordCall(const CallRecord& call, StageTimings& timings, std::string_view server_timing = {});
@@ -133,9 +142,10 @@ class ApiContext {
   };
   RouteMetrics& MetricsFor(std::string_view route);
   // Finish()'s metrics and slow-request log; `timings.total_micros` is filled in.
+  // `response`: the answer's headers (variant, cache hits) for the trace; null for a stream.
   void Record(const HttpExchange& exchange, std::string_view route, const std::string& model,
               unsigned status, StageTimings& timings, std::string_view server_timing,
-              std::string_view traceparent);
+              std::string_view traceparent, const HttpResponse* response = nullptr);
   // `done`, delivered on the work pool when there is one; `values` sizes a result for its lane.
   template <typename R>
   std::function<void(Result<R>)> OnWorkPool(std::function<void(Result<R>)> done,

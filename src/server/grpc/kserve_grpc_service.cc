@@ -128,7 +128,8 @@ class KServeGrpcService::InferCall {
 
 void KServeGrpcService::Record(std::string_view route, const std::string& model,
                                const Status& status, int64_t received_micros, bool inference,
-                               std::string_view traceparent, StageTimings& timings) {
+                               std::string_view traceparent, std::string_view incoming,
+                               StageTimings& timings) {
   ApiContext::CallRecord record;
   record.route = route;
   record.method = "gRPC";
@@ -137,6 +138,7 @@ void KServeGrpcService::Record(std::string_view route, const std::string& model,
   record.received_micros = received_micros;
   record.inference = inference;
   record.traceparent = traceparent;
+  record.incoming_traceparent = incoming;
   context_.RecordCall(record, timings);
 }
 
@@ -161,7 +163,8 @@ class KServeGrpcService::UnaryCall final : public grpc::ServerUnaryReactor, publ
   CancellationFlag cancellation() const override { return cancellation_; }
 
   void Answer(const Status& status, const std::string& model, StageTimings timings = {}) override {
-    service_.Record(route_, model, status, received_micros_, inference_, traceparent_, timings);
+    service_.Record(route_, model, status, received_micros_, inference_, traceparent_,
+                    Metadata(*context_, "traceparent"), timings);
     context_->AddInitialMetadata("traceparent", traceparent_);
     context_->AddTrailingMetadata("server-timing", timings.ToServerTiming());
     Finish(ToGrpcStatus(status));
@@ -203,7 +206,7 @@ class KServeGrpcService::Stream final
         !s.ok()) {
       StageTimings none;
       service_.Record(kRoute, "", s, service_.context_.clock().NowMicros(), true, traceparent_,
-                      none);
+                      Metadata(*context_, "traceparent"), none);
       Finish(ToGrpcStatus(s));
       return;
     }
@@ -271,7 +274,9 @@ class KServeGrpcService::Stream final
     StreamedRequest(Stream& stream, inference::ModelInferRequest request)
         : stream_(stream),
           request_(std::move(request)),
-          received_micros_(stream.service_.context_.clock().NowMicros()) {}
+          received_micros_(stream.service_.context_.clock().NowMicros()),
+          // A span of its own in the stream's trace: each request is a request.
+          traceparent_(TraceparentFor(Metadata(*stream.context_, "traceparent"))) {}
 
     void Dispatch() {
       KServeGrpcService& service = stream_.service_;
@@ -292,8 +297,8 @@ class KServeGrpcService::Stream final
     CancellationFlag cancellation() const override { return stream_.cancellation_; }
 
     void Answer(const Status& status, const std::string& model, StageTimings timings = {}) override {
-      stream_.service_.Record(kRoute, model, status, received_micros_, true, stream_.traceparent_,
-                              timings);
+      stream_.service_.Record(kRoute, model, status, received_micros_, true, traceparent_,
+                              Metadata(*stream_.context_, "traceparent"), timings);
       if (!status.ok()) {
         // Triton's convention: the error's text, and the request's id to match it by.
         answer_.Clear();
@@ -311,6 +316,7 @@ class KServeGrpcService::Stream final
     Stream& stream_;
     const inference::ModelInferRequest request_;
     const int64_t received_micros_;
+    const std::string traceparent_;
     inference::ModelStreamInferResponse answer_;
   };
 

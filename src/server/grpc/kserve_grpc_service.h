@@ -83,9 +83,10 @@ class KServeGrpcService final : public inference::GRPCInferenceService::Callback
   bool Begin(grpc::CallbackServerContext* context, std::string_view method,
              Authenticator::RouteClass route, bool inference, UnaryCall** call);
   // Records one answered request (ApiContext::RecordCall); fills in `timings.total_micros`.
+  // `traceparent`: the answer's; `incoming`: the caller's metadata, for the trace's parent.
   void Record(std::string_view route, const std::string& model, const Status& status,
               int64_t received_micros, bool inference, std::string_view traceparent,
-              StageTimings& timings);
+              std::string_view incoming, StageTimings& timings);
   // On the work pool: translates `request`, calls the core API, answers `call`.
   void RunInfer(InferCall* call, const inference::ModelInferRequest& request,
                 inference::ModelInferResponse* response);
