@@ -232,7 +232,9 @@ void ApiContext::RecordCall(const CallRecord& call, StageTimings& timings,
                                  .count();
     model_stats_[model_index]->Record(status < 400, timings, unix_millis);
   }
-  if (options_.tracer && !route.starts_with("/admin") &&
+  // Not health probes and scrapes: several a second per replica, and nothing to explain.
+  const bool probe = route == "/metrics" || route == "/health" || route.starts_with("/v2/health");
+  if (options_.tracer && !probe && !route.starts_with("/admin") &&
       TraceSampled(call.traceparent, call.incoming_traceparent, options_.trace_sample_ppm)) {
     RequestSpanInput span;
     span.route = route;

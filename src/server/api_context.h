@@ -40,8 +40,9 @@ struct ApiContextOptions {
   // formatted on the pool's heavy lane, so they cannot hold up small requests' answers
   // (src/common/work_pool.h). 32,768 values is about 300 KiB of JSON, a few ms to write.
   size_t heavy_result_values = 32'768;
-  // Where finished requests' spans go (OTLP, obs/trace_exporter.h); null = no tracing. Must
-  // outlive the context.
+  // Where finished requests' spans go (OTLP, obs/trace_exporter.h; server/request_spans.h
+  // says what they hold); null = no tracing. Health probes, /metrics and /admin are not
+  // traced. Must outlive the context.
   TraceExporter* tracer = nullptr;
   // Traces started here (no sampled caller) that are exported, in parts per million.
   int64_t trace_sample_ppm = 1'000'000;
