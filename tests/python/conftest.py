@@ -940,3 +940,44 @@ def wait_until(predicate, timeout: float, interval: float = 0.02, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
         time.sleep(interval)
+
+
+# --- .proto files checked against the descriptors a protocol's own package ships -------------------
+
+def compile_proto(proto: Path, out_dir: Path):
+    """Our .proto file compiled by protoc, as a FileDescriptorProto."""
+    from google.protobuf import descriptor_pb2
+    protoc = shutil.which("protoc")
+    if protoc is None:
+        pytest.fail("protoc not found: scripts/setup.sh installs protobuf-compiler", pytrace=False)
+    out = out_dir / (proto.stem + ".pb")
+    subprocess.run([protoc, f"-I{proto.parent}", f"--descriptor_set_out={out}", str(proto)], check=True)
+    return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
+
+
+def proto_fields(modules_or_files) -> dict[str, set]:
+    """Every message (nested ones as Outer.Inner) of the given generated modules or
+    FileDescriptorProtos: its fields as (name, number, type, label, type's short name)."""
+    from google.protobuf import descriptor_pb2
+
+    def walk(messages, prefix, found):
+        for m in messages:
+            found[prefix + m.name] = {(f.name, f.number, f.type, f.label, f.type_name.rsplit(".", 1)[-1])
+                                      for f in m.field}
+            walk(m.nested_type, prefix + m.name + ".", found)
+
+    found: dict[str, set] = {}
+    for item in modules_or_files:
+        fd = item
+        if not isinstance(item, descriptor_pb2.FileDescriptorProto):
+            fd = descriptor_pb2.FileDescriptorProto()
+            item.DESCRIPTOR.CopyToProto(fd)
+        walk(fd.message_type, "", found)
+    return found
+
+
+def assert_proto_subset(ours: dict[str, set], theirs: dict[str, set]) -> None:
+    """Each of our messages exists there with the same fields (numbers, types) or a subset."""
+    for name, fields in ours.items():
+        assert name in theirs, f"message {name} is not the protocol's"
+        assert fields <= theirs[name], (name, fields - theirs[name])

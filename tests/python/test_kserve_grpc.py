@@ -8,7 +8,6 @@ request metrics; a clean SIGTERM with calls in flight; a taken port failing star
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import threading
@@ -20,8 +19,8 @@ import onnx_models
 import pytest
 import requests
 import tritonclient.grpc as tgrpc
-from conftest import (DEFAULT_MODEL_NAME, DIMENSIONS, REPO_ROOT, TailcutServer,
-                      make_model_repository, scrape, value, wait_until)
+from conftest import (DEFAULT_MODEL_NAME, DIMENSIONS, REPO_ROOT, TailcutServer, assert_proto_subset,
+                      compile_proto, make_model_repository, proto_fields, scrape, value, wait_until)
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
@@ -450,29 +449,13 @@ def test_our_proto_is_the_one_triton_clients_speak(tmp_path):
     """Every message, field number and type, and method of our grpc_service.proto is the same
     as in the descriptor tritonclient.grpc was generated from (ours is a subset)."""
     from google.protobuf import descriptor_pb2
-    protoc = shutil.which("protoc")
-    if protoc is None:
-        pytest.fail("protoc not found: scripts/setup.sh installs protobuf-compiler")
-    out = tmp_path / "ours.pb"
-    subprocess.run([protoc, f"-I{PROTO.parent}", f"--descriptor_set_out={out}", str(PROTO)], check=True)
-    ours = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
+    ours = compile_proto(PROTO, tmp_path)
     theirs = descriptor_pb2.FileDescriptorProto()
     service_pb2.DESCRIPTOR.CopyToProto(theirs)
     assert ours.package == theirs.package == "inference"
-
-    def fields(messages, prefix=""):
-        found = {}
-        for m in messages:
-            found[prefix + m.name] = {(f.name, f.number, f.type, f.label, f.type_name.rsplit(".", 1)[-1])
-                                      for f in m.field}
-            found.update(fields(m.nested_type, prefix + m.name + "."))
-        return found
-
-    mine, triton = fields(ours.message_type), fields(theirs.message_type)
+    mine = proto_fields([ours])
     assert len(mine) > 20
-    for name, f in mine.items():
-        assert name in triton, name
-        assert f <= triton[name], (name, f - triton[name])
+    assert_proto_subset(mine, proto_fields([theirs]))
     their_methods = {m.name: m for m in theirs.service[0].method}
     assert ours.service[0].name == theirs.service[0].name == "GRPCInferenceService"
     for m in ours.service[0].method:

@@ -8,15 +8,14 @@ request. And our .proto subset is OTLP's, field by field (opentelemetry-proto)."
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import grpc
 import pytest
 import requests
-from conftest import (REPO_ROOT, TailcutServer, _die_with_parent, free_port, make_model_repository,
-                      scrape, value, wait_until)
+from conftest import (REPO_ROOT, TailcutServer, _die_with_parent, assert_proto_subset, compile_proto,
+                      free_port, make_model_repository, proto_fields, scrape, value, wait_until)
 
 PROTO = REPO_ROOT / "src" / "obs" / "otlp" / "otlp_trace.proto"
 QUERY = "http://127.0.0.1:16686"
@@ -176,32 +175,10 @@ def test_a_collector_that_is_down_costs_spans_not_requests(tmp_path, default_mod
 
 
 def test_our_proto_is_otlp(tmp_path):
-    from google.protobuf import descriptor_pb2
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
     from opentelemetry.proto.common.v1 import common_pb2
     from opentelemetry.proto.resource.v1 import resource_pb2
     from opentelemetry.proto.trace.v1 import trace_pb2
-    protoc = shutil.which("protoc")
-    assert protoc, "protoc not found: scripts/setup.sh installs protobuf-compiler"
-    out = tmp_path / "ours.pb"
-    subprocess.run([protoc, f"-I{PROTO.parent}", f"--descriptor_set_out={out}", str(PROTO)], check=True)
-    ours = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
-
-    def fields(messages, prefix=""):
-        found = {}
-        for m in messages:
-            found[prefix + m.name] = {(f.name, f.number, f.type, f.label, f.type_name.rsplit(".", 1)[-1])
-                                      for f in m.field}
-            found.update(fields(m.nested_type, prefix + m.name + "."))
-        return found
-
-    theirs = {}
-    for module in (trace_service_pb2, trace_pb2, common_pb2, resource_pb2):
-        fd = descriptor_pb2.FileDescriptorProto()
-        module.DESCRIPTOR.CopyToProto(fd)
-        theirs.update(fields(fd.message_type))
-    mine = fields(ours.message_type)
+    mine = proto_fields([compile_proto(PROTO, tmp_path)])
     assert len(mine) == 9
-    for name, f in mine.items():
-        assert name in theirs, name
-        assert f <= theirs[name], (name, f - theirs[name])
+    assert_proto_subset(mine, proto_fields([trace_service_pb2, trace_pb2, common_pb2, resource_pb2]))
