@@ -16,7 +16,8 @@
 #         integration suites against build-tsan/tailcut: concurrent clients, overload and
 #         deadlines (admission), graceful shutdown, slow clients and connection eviction
 #         (robustness), large requests beside small ones and client disconnects (io_isolation),
-#         streamed generation with cancellation and drain (generation_api), and the cache's
+#         streamed generation with cancellation and drain (generation_api), the KServe gRPC
+#         front-end's callback reactors and streams (kserve_grpc), and the cache's
 #         threads (test_cache.py's tests marked `threads`).
 #
 # Both builds use clang at -O1 with line tables only (fast to build, readable reports) and
@@ -138,7 +139,7 @@ run_tsan() {
 
   log "tsan: integration tests"
   local suites=(test_concurrency.py test_admission.py test_shutdown.py test_robustness.py
-    test_io_isolation.py test_generation_api.py)
+    test_io_isolation.py test_generation_api.py test_kserve_grpc.py)
   mkdir -p "$REPORTS/tsan"
   local tsan_env=(env "TSAN_OPTIONS=$TSAN_OPTIONS:log_path=$REPORTS/tsan/tsan"
     "TAILCUT_BUILD_DIR=$ROOT/build-tsan" TAILCUT_TEST_TIME_SCALE=10 TAILCUT_TEST_SANITIZER=tsan)
