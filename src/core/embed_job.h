@@ -31,14 +31,16 @@ class EmbedJob {
   EmbedJob(EmbedResult result, EmbedCallback done, CancellationFlag cancellation = nullptr);
 
   // One final row (already normalised as the request asked). Answers when it is the last.
-  // Stage times are those of the batch it ran in (zero for cache hits).
+  // Stage times and row count are those of the batch it ran in (zero for cache hits).
   void CompleteItem(size_t index, std::span<const float> row, int64_t queue_micros = 0,
-                    int64_t batch_micros = 0, int64_t infer_micros = 0);
+                    int64_t batch_micros = 0, int64_t infer_micros = 0, int64_t batch_rows = 0);
   // Like CompleteItem, and counts the row as served from a cache; `reference`: found under
   // the reference variant's key (EmbedResult::reference_variant), not the computing one's.
   void CompleteFromCache(size_t index, std::span<const float> row, bool reference = false);
   // Time spent on cache lookups before queueing (the largest over the request's paths).
   void AddCacheMicros(int64_t micros);
+  // A Redis lookup made for it (the longest is kept, as for the other stages).
+  void AddRedisLookup(const StageTimings::RedisLookup& lookup);
   // Answers with `status` unless already answered.
   void Fail(const Status& status);
 
@@ -76,8 +78,8 @@ struct CacheTicket {
 
 class EmbedItemTask final : public BatchTask {
  public:
-  EmbedItemTask(std::shared_ptr<EmbedJob> job, size_t index, std::vector<int64_t> ids,
-                int variant, bool normalize, int64_t enqueued_micros, int64_t deadline_micros,
+  EmbedItemTask(std::shared_ptr<EmbedJob> job, size_t index, std::vector<int64_t> ids, int variant,
+                bool normalize, int64_t enqueued_micros, int64_t deadline_micros,
                 std::optional<CacheTicket> ticket, EmbeddingCache* cache)
       : job_(std::move(job)),
         index_(index),
@@ -102,8 +104,9 @@ class EmbedItemTask final : public BatchTask {
   void Fail(const Status& status) override;
 
   // Delivers the computed row: to the job, and to the cache and waiting requests. Once.
+  // `batch_rows`: the rows of the batch it ran in.
   void Complete(std::span<const float> row, int64_t queue_micros, int64_t batch_micros,
-                int64_t infer_micros);
+                int64_t infer_micros, int64_t batch_rows);
 
   EmbedJob& job() { return *job_; }
   size_t index() const { return index_; }

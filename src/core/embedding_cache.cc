@@ -159,8 +159,22 @@ void EmbeddingCache::LookupL2(std::shared_ptr<Pending> p, std::vector<Item> miss
     keys.push_back(L2Key(p->request.model, *misses[i].read_first));
   }
   auto shared = std::make_shared<std::vector<Item>>(std::move(misses));
-  l2_->MultiGet(std::move(keys), [this, p, shared, first_slot = std::move(first_slot)](
+  const int64_t asked_micros = clock_.NowMicros();
+  const auto key_count = static_cast<int64_t>(keys.size());
+  l2_->MultiGet(std::move(keys), [this, p, shared, first_slot = std::move(first_slot),
+                                  asked_micros, key_count](
                                      Result<std::vector<std::optional<std::string>>> r) {
+    StageTimings::RedisLookup lookup;
+    lookup.micros = clock_.NowMicros() - asked_micros;
+    lookup.keys = key_count;
+    lookup.failed = !r.ok();
+    if (r.ok()) {
+      for (const auto& v : *r) lookup.hits += v.has_value() ? 1 : 0;
+    }
+    p->request.job->AddRedisLookup(lookup);
+    // Before any row completes: the last row answers the request, and what is added to the
+    // job after that is not in its answer (an all-hit lookup would show no cache stage).
+    p->request.job->AddCacheMicros(clock_.NowMicros() - p->start_micros);
     std::vector<Item> still;
     if (!r.ok()) {
       metrics_->l2_error->Inc(static_cast<double>(shared->size()));

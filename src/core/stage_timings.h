@@ -27,7 +27,22 @@ struct StageTimings {
   // token to the end. Not in ToServerTiming(): a stream's headers go out before either is known.
   int64_t prefill_micros = 0;
   int64_t decode_micros = 0;
-  int64_t total_micros = 0;      // From the last request byte read to the response ready.
+  int64_t total_micros = 0;  // From the last request byte read to the response ready.
+
+  // What the stages above did, for the request's trace (not in Server-Timing):
+  // Rows in the batch its inputs ran in (the largest over its batches: other requests' rows
+  // included); 0 = nothing of it was batched (all from a cache, or a generation).
+  int64_t batch_rows = 0;
+  // The Redis (L2) lookup inside the cache stage: one MGET of `keys` keys, `hits` of them
+  // found; micros = call to answer. keys == 0: Redis was not asked (off, bypassed, or every
+  // input found in L1). For several lookups (inputs resolved on different paths): the longest.
+  struct RedisLookup {
+    int64_t micros = 0;
+    int64_t keys = 0;
+    int64_t hits = 0;
+    bool failed = false;  // Unanswered (down, circuit open, timeout): the inputs were computed.
+  };
+  RedisLookup redis_lookup;
 
   // "parse;dur=0.012, tokenize;dur=0.030, ..." in milliseconds (Server-Timing syntax).
   std::string ToServerTiming() const;

@@ -222,6 +222,7 @@ void TensorServable::ProcessBatch(Batch&& batch) {
     result.timings.queue_micros = batch.formed_at_micros - t->enqueue_time_micros();
     result.timings.batch_micros = infer_start - batch.formed_at_micros;
     result.timings.infer_micros = infer_end - infer_start;
+    result.timings.batch_rows = batch.rows;
     metrics_.queue_seconds->Observe(result.timings.queue_micros / 1e6);
     for (const Tensor& out : *outputs) {
       if (tasks.size() == 1) {

@@ -572,7 +572,7 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
           "'"));
       continue;
     }
-    item.Complete(row, queued, infer_start - batch.formed_at_micros, infer);
+    item.Complete(row, queued, infer_start - batch.formed_at_micros, infer, batch.rows);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "server/request_spans.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -49,6 +50,33 @@ std::string NewSpanId() {
   return id;
 }
 
+// The Redis MGET inside the cache stage, a client span under it. Its answer is followed at
+// once by the end of the cache stage (single-flight and queueing take microseconds), so it
+// is placed at the stage's end.
+SpanData RedisLookupSpan(const SpanData& cache, const StageTimings& t) {
+  const StageTimings::RedisLookup& r = t.redis_lookup;
+  SpanData s;
+  s.trace_id = cache.trace_id;
+  s.span_id = NewSpanId();
+  s.parent_span_id = cache.span_id;
+  s.name = "MGET";
+  s.kind = SpanData::Kind::kClient;
+  const uint64_t nanos = static_cast<uint64_t>(std::max<int64_t>(r.micros, 0)) * 1000;
+  s.end_unix_nanos = cache.end_unix_nanos;
+  s.start_unix_nanos = std::max(cache.start_unix_nanos,
+                                cache.end_unix_nanos - std::min(nanos, cache.end_unix_nanos));
+  // OpenTelemetry's database conventions, and how many of the keys were found.
+  s.attributes.push_back({"db.system.name", std::string("redis")});
+  s.attributes.push_back({"db.operation.name", std::string("MGET")});
+  s.attributes.push_back({"db.operation.batch.size", r.keys});
+  s.attributes.push_back({"tailcut.redis.hits", r.hits});
+  if (r.failed) {
+    s.error = true;
+    s.status_message = "no answer from Redis (down, circuit open or timed out): computed instead";
+  }
+  return s;
+}
+
 }  // namespace
 
 bool TraceSampled(std::string_view traceparent, std::string_view incoming, int64_t sample_ppm) {
@@ -58,7 +86,8 @@ bool TraceSampled(std::string_view traceparent, std::string_view incoming, int64
   if (!Parse(traceparent, &own)) return false;
   // The trace id's last 8 bytes as a number (W3C: random there), against the ratio.
   uint64_t v = 0;
-  for (int i = 8; i < 16; ++i) v = v << 8 | static_cast<unsigned char>(own.trace_id[static_cast<size_t>(i)]);
+  for (int i = 8; i < 16; ++i)
+    v = v << 8 | static_cast<unsigned char>(own.trace_id[static_cast<size_t>(i)]);
   return static_cast<double>(v) / 18446744073709551616.0 * 1e6 < static_cast<double>(sample_ppm);
 }
 
@@ -66,7 +95,8 @@ std::vector<SpanData> RequestSpans(const RequestSpanInput& in) {
   Parsed own;
   if (!Parse(in.traceparent, &own)) return {};
   Parsed caller;
-  const bool has_caller = Parse(in.incoming_traceparent, &caller) && caller.trace_id == own.trace_id;
+  const bool has_caller =
+      Parse(in.incoming_traceparent, &caller) && caller.trace_id == own.trace_id;
   const StageTimings& t = in.timings;
   const uint64_t total_nanos = static_cast<uint64_t>(std::max<int64_t>(t.total_micros, 0)) * 1000;
   const uint64_t start = in.end_unix_nanos - std::min(total_nanos, in.end_unix_nanos);
@@ -84,8 +114,10 @@ std::vector<SpanData> RequestSpans(const RequestSpanInput& in) {
   server.attributes.push_back({"http.request.method", std::string(in.method)});
   server.attributes.push_back({"http.response.status_code", static_cast<int64_t>(in.status)});
   if (!in.model.empty()) server.attributes.push_back({"tailcut.model", std::string(in.model)});
-  if (!in.variant.empty()) server.attributes.push_back({"tailcut.variant", std::string(in.variant)});
+  if (!in.variant.empty())
+    server.attributes.push_back({"tailcut.variant", std::string(in.variant)});
   if (in.cache_hits >= 0) server.attributes.push_back({"tailcut.cache_hits", in.cache_hits});
+  if (t.batch_rows > 0) server.attributes.push_back({"tailcut.batch.size", t.batch_rows});
   if (in.status >= 500) {
     server.error = true;
     server.status_message = "status " + std::to_string(in.status);
@@ -93,9 +125,11 @@ std::vector<SpanData> RequestSpans(const RequestSpanInput& in) {
   spans.push_back(std::move(server));
 
   const std::pair<const char*, int64_t> stages[] = {
-      {"parse", t.parse_micros},     {"tokenize", t.tokenize_micros}, {"cache", t.cache_micros},
-      {"queue", t.queue_micros},     {"batch", t.batch_micros},     {"infer", t.infer_micros},
-      {"prefill", t.prefill_micros}, {"decode", t.decode_micros},   {"serialize", t.serialize_micros}};
+      {"parse", t.parse_micros},        {"tokenize", t.tokenize_micros},
+      {"cache", t.cache_micros},        {"queue", t.queue_micros},
+      {"batch", t.batch_micros},        {"infer", t.infer_micros},
+      {"prefill", t.prefill_micros},    {"decode", t.decode_micros},
+      {"serialize", t.serialize_micros}};
   uint64_t at = start;
   for (const auto& [name, micros] : stages) {
     if (micros <= 0) continue;
@@ -108,8 +142,14 @@ std::vector<SpanData> RequestSpans(const RequestSpanInput& in) {
     s.start_unix_nanos = at;
     s.end_unix_nanos = std::min(at + static_cast<uint64_t>(micros) * 1000, in.end_unix_nanos);
     s.attributes.push_back({"tailcut.stage", std::string(name)});
+    const std::string_view stage = name;
+    if ((stage == "batch" || stage == "infer") && t.batch_rows > 0) {
+      s.attributes.push_back({"tailcut.batch.size", t.batch_rows});
+    }
     at = s.end_unix_nanos;
     spans.push_back(std::move(s));
+    if (stage == "cache" && t.redis_lookup.keys > 0)
+      spans.push_back(RedisLookupSpan(spans.back(), t));
   }
   return spans;
 }

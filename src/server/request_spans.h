@@ -1,9 +1,11 @@
 // The spans one answered request becomes (OpenTelemetry, exported by obs/trace_exporter.h):
 // a server span for the whole request, in the trace of its W3C traceparent, with one child
 // span per stage it spent time in (parse, tokenize, cache, queue, batch, infer, prefill,
-// decode, serialize: Server-Timing's order). The stages' durations are the ones the request measured (the same as
-// Server-Timing); their starts are placed in pipeline order from the request's arrival, as
-// StageTimings keeps durations, not instants.
+// decode, serialize: Server-Timing's order). The stages' durations are the ones the request
+// measured (the same as Server-Timing); their starts are placed in pipeline order from the
+// request's arrival, as StageTimings keeps durations, not instants. Under the cache stage, a client
+// span for the Redis lookup (MGET) when one was made; the batch and infer spans (and the server
+// span) carry the batch's row count, other requests' rows included.
 //
 // Sampling follows the caller: a valid incoming traceparent's sampled flag decides; a trace
 // started here is sampled when its trace id falls under `sample_ppm` parts per million.
@@ -31,7 +33,7 @@ struct RequestSpanInput {
   std::string_view variant;               // The precision variant that computed it, if known.
   int64_t cache_hits = -1;                // Rows answered from a cache; -1 = not a cached kind.
   uint64_t end_unix_nanos = 0;
-  StageTimings timings;                   // total_micros filled in.
+  StageTimings timings;  // total_micros filled in.
 };
 
 // Whether the request's trace is exported.

@@ -142,6 +142,12 @@ class Answer {
     if (!result_) return Status::Code::kInternal;
     return result_->ok() ? Status::Code::kOk : result_->status().code();
   }
+  // The stage timings of a successful answer (zeros otherwise).
+  StageTimings timings() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!result_ || !result_->ok()) return {};
+    return (*result_)->timings;
+  }
   // Row `i` of a successful answer (empty otherwise).
   std::vector<float> row(size_t i = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -205,10 +211,8 @@ class EmbeddingCacheL2Test : public ::testing::Test {
     r.token_counts.assign(texts.size(), 1);
     r.embeddings.resize(texts.size() * kDims);
     // Allocated on its own, as the contract asks: the deadline timer holds a weak_ptr to it.
-    std::shared_ptr<EmbedJob> job(
-        new EmbedJob(std::move(r), [answer](Result<EmbedResult> done) {
-          answer->Set(std::move(done));
-        }));
+    std::shared_ptr<EmbedJob> job(new EmbedJob(
+        std::move(r), [answer](Result<EmbedResult> done) { answer->Set(std::move(done)); }));
     EmbeddingCache::Request req;
     req.job = job;
     req.tag = cache_->TagFor("m");
@@ -258,13 +262,11 @@ class EmbeddingCacheL2Test : public ::testing::Test {
   void Compute(const Scheduled& s) {
     EmbedItemTask task(s.job, s.item.index, s.item.ids, /*variant=*/0, /*normalize=*/true,
                        clock_.NowMicros(), /*deadline_micros=*/0, s.ticket, cache_.get());
-    task.Complete(Row(static_cast<uint64_t>(s.item.ids.at(0))), 0, 0, 0);
+    task.Complete(Row(static_cast<uint64_t>(s.item.ids.at(0))), 0, 0, 0, 1);
   }
 
   static CacheKey Key(uint64_t n) { return CacheKey{n, n * 31}; }
-  static std::vector<float> Row(uint64_t n) {
-    return {static_cast<float>(n), 0.5f, 0.25f, 0.125f};
-  }
+  static std::vector<float> Row(uint64_t n) { return {static_cast<float>(n), 0.5f, 0.25f, 0.125f}; }
   static std::string Stored(uint64_t n) { return EncodeEmbedding(Row(n)); }
   bool InL1(uint64_t n) {
     std::vector<float> row;
@@ -330,6 +332,52 @@ TEST_F(EmbeddingCacheL2Test, L2HitIsAnsweredAndFillsL1) {
   auto b = Resolve({2});
   EXPECT_EQ(b->calls(), 1);
   EXPECT_EQ(redis_.count(Kind::kMultiGet), 1u);
+}
+
+TEST_F(EmbeddingCacheL2Test, TheRedisLookupIsInTheRequestsTimingsForItsTrace) {
+  Make(NoDistributed());
+  auto a = Resolve({1, 2});
+  auto mget = redis_.Next(Kind::kMultiGet);
+  ASSERT_TRUE(mget);
+  Advance(std::chrono::microseconds(700));  // Redis takes 0.7 ms to answer.
+  mget->AnswerMultiGet({Stored(1), std::nullopt});
+  auto s = NextScheduled();
+  ASSERT_TRUE(s);
+  Compute(*s);
+  ASSERT_EQ(a->calls(), 1);
+  const StageTimings t = a->timings();
+  EXPECT_EQ(t.redis_lookup.keys, 2);
+  EXPECT_EQ(t.redis_lookup.hits, 1);
+  EXPECT_EQ(t.redis_lookup.micros, 700);
+  EXPECT_FALSE(t.redis_lookup.failed);
+  EXPECT_GE(t.cache_micros, 700) << "the lookup is part of the cache stage";
+  EXPECT_EQ(t.batch_rows, 1) << "the computed row's batch";
+
+  // All found in Redis: the answer (given by the last row) still has the lookup and the stage.
+  auto all = Resolve({4});
+  mget = redis_.Next(Kind::kMultiGet);
+  ASSERT_TRUE(mget);
+  Advance(std::chrono::microseconds(300));
+  mget->AnswerMultiGet({Stored(4)});
+  ASSERT_EQ(all->calls(), 1);
+  EXPECT_EQ(all->timings().redis_lookup.hits, 1);
+  EXPECT_EQ(all->timings().cache_micros, 300);
+
+  // A lookup that fails is recorded as such; an L1 hit asks Redis nothing.
+  auto b = Resolve({3});
+  mget = redis_.Next(Kind::kMultiGet);
+  ASSERT_TRUE(mget);
+  mget->Fail(Status::Unavailable("redis circuit open"));
+  s = NextScheduled();
+  ASSERT_TRUE(s);
+  Compute(*s);
+  ASSERT_EQ(b->calls(), 1);
+  EXPECT_TRUE(b->timings().redis_lookup.failed);
+  EXPECT_EQ(b->timings().redis_lookup.keys, 1);
+  auto c = Resolve({1});
+  ASSERT_EQ(c->calls(), 1);
+  EXPECT_EQ(c->timings().redis_lookup.keys, 0);
+  EXPECT_EQ(c->timings().batch_rows, 0);
 }
 
 TEST_F(EmbeddingCacheL2Test, MissIsComputedOnceAndStoredInL1AndL2) {

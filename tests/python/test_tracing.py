@@ -2,13 +2,14 @@
 it; scripts/setup.sh runs that) receives tailcut's OTLP/HTTP export, and its query API shows
 each request as a server span in the caller's trace (parent: the caller's span) with a child
 span per stage, and the attributes an operator filters by: route, status, model, variant,
-cache hits. Over gRPC too. A collector that is down costs dropped spans, counted, never a
+cache hits, batch size; a Redis lookup is a client span under the cache stage. Over gRPC too. A collector that is down costs dropped spans, counted, never a
 request. And our .proto subset is OTLP's, field by field (opentelemetry-proto)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -81,16 +82,29 @@ def tags(span: dict) -> dict:
     return {t["key"]: t["value"] for t in span["tags"]}
 
 
+def within(child: dict, parent: dict):
+    assert [(r["refType"], r["spanID"]) for r in child["references"]] == [("CHILD_OF", parent["spanID"])]
+    assert parent["startTime"] <= child["startTime"]
+    assert child["startTime"] + child["duration"] <= parent["startTime"] + parent["duration"] + 1
+
+
 def server_and_children(spans: list[dict]):
-    servers = [s for s in spans if not s["operationName"].startswith("tailcut.")]
+    """The request's server span and its children by name; a span under a child (the Redis
+    lookup under the cache stage) must lie within it."""
+    servers = [s for s in spans if tags(s).get("span.kind") == "server"]
     assert len(servers) == 1, [s["operationName"] for s in spans]
     server = servers[0]
-    children = [s for s in spans if s is not server]
-    for c in children:
-        assert [(r["refType"], r["spanID"]) for r in c["references"]] == [("CHILD_OF", server["spanID"])]
-        assert server["startTime"] <= c["startTime"]
-        assert c["startTime"] + c["duration"] <= server["startTime"] + server["duration"] + 1
-    return server, {c["operationName"]: c for c in children}
+    children = {s["operationName"]: s for s in spans
+                if any(r["spanID"] == server["spanID"] for r in s["references"])}
+    for c in children.values():
+        within(c, server)
+    by_id = {s["spanID"]: s for s in children.values()}
+    for s in spans:
+        if s is not server and s["operationName"] not in children:
+            parent = by_id.get(s["references"][0]["spanID"]) if s["references"] else None
+            assert parent is not None, f"{s['operationName']} hangs from no stage of the request"
+            within(s, parent)
+    return server, children
 
 
 def test_a_request_is_a_server_span_in_the_callers_trace_with_a_span_per_stage(traced):
@@ -124,6 +138,52 @@ def test_a_cache_hit_is_a_trace_without_model_stages(traced):
     server, children = server_and_children(trace(trace_id, 2))
     assert tags(server)["tailcut.cache_hits"] == 1
     assert not {"tailcut.queue", "tailcut.infer"} & set(children), sorted(children)
+
+
+def test_redis_lookups_and_shared_batches_are_in_the_trace(jaeger, tmp_path, redis_server):
+    redis = redis_server()
+    repo = make_model_repository(tmp_path / "models")
+    shared = ["--redis.enabled", "--redis.port", str(redis.port), "--redis.command_timeout_millis", "2000"]
+    with TailcutServer(shared, model_repository=repo, name="computes", log_dir=tmp_path) as other, \
+         TailcutServer(shared + ["--tracing.otlp_endpoint", "http://127.0.0.1:4318/v1/traces",
+                                 "--tracing.batch_timeout_millis", "50",
+                                 # Requests arriving together wait for each other up to 50 ms.
+                                 "--batching.batch_timeout_micros", "50000"],
+                       model_repository=repo, name="traced-redis", log_dir=tmp_path) as s:
+        # Computed by the other replica: here an L1 miss that Redis answers.
+        text = {"input": "computed on the other replica"}
+        assert requests.post(other.url("/v1/embeddings"), json=text, timeout=30).status_code == 200
+        hit_trace = "9af92f3577b34da6a3ce929d0e0e4736"
+        r = requests.post(s.url("/v1/embeddings"), json=text, timeout=30,
+                          headers={"traceparent": f"00-{hit_trace}-00f067aa0ba902b7-01"})
+        assert r.status_code == 200 and r.headers["X-Tailcut-Cache-Hits"] == "1"
+        server, children = server_and_children(trace(hit_trace, 3))
+        mget = [x for x in trace(hit_trace, 3) if x["operationName"] == "MGET"]
+        assert len(mget) == 1, [(x["operationName"], x["duration"], tags(x)) for x in trace(hit_trace, 3)]
+        within(mget[0], children["tailcut.cache"])
+        t = tags(mget[0])
+        assert t["span.kind"] == "client" and t["db.system.name"] == "redis"
+        assert t["db.operation.batch.size"] == 1 and t["tailcut.redis.hits"] == 1
+        assert tags(server)["tailcut.cache_hits"] == 1 and "tailcut.batch.size" not in tags(server)
+
+        # Eight new texts at once: batched together, and each trace says with how many rows.
+        ids = [f"{i:x}bf92f3577b34da6a3ce929d0e0e47{i:02x}" for i in range(8)]
+        def post(i):
+            return requests.post(s.url("/v1/embeddings"), json={"input": f"batched text number {i}"},
+                                 headers={"traceparent": f"00-{ids[i]}-00f067aa0ba902b7-01"}, timeout=30)
+        with ThreadPoolExecutor(8) as pool:
+            assert all(r.status_code == 200 for r in pool.map(post, range(8)))
+        sizes = []
+        for trace_id in ids:
+            spans = trace(trace_id, 6)
+            server, children = server_and_children(spans)
+            size = tags(server)["tailcut.batch.size"]
+            assert tags(children["tailcut.infer"])["tailcut.batch.size"] == size
+            miss = [x for x in spans if x["operationName"] == "MGET"]
+            assert len(miss) == 1 and tags(miss[0])["tailcut.redis.hits"] == 0
+            sizes.append(size)
+        assert max(sizes) >= 2, sizes
+        assert all(1 <= n <= 8 for n in sizes), sizes
 
 
 def test_grpc_calls_are_traced_too(traced):

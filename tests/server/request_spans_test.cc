@@ -49,6 +49,61 @@ TEST(RequestSpansTest, AServerSpanInTheCallersTraceWithAChildPerStage) {
   EXPECT_EQ(spans[3].end_unix_nanos - spans[3].start_unix_nanos, 500'000u);
 }
 
+// The attribute `key` of `span`, or nullptr.
+const SpanAttributeValue* Attribute(const SpanData& span, std::string_view key) {
+  for (const auto& a : span.attributes) {
+    if (a.key == key) return &a.value;
+  }
+  return nullptr;
+}
+
+TEST(RequestSpansTest, TheRedisLookupIsAClientSpanInsideTheCacheStageAndBatchesTellTheirSize) {
+  RequestSpanInput in;
+  in.route = "/v1/embeddings";
+  in.method = "POST";
+  in.traceparent = kOurs;
+  in.end_unix_nanos = 10'000'000'000;
+  in.timings.parse_micros = 10;
+  in.timings.cache_micros = 300;
+  in.timings.infer_micros = 500;
+  in.timings.total_micros = 1000;
+  in.timings.batch_rows = 6;
+  in.timings.redis_lookup = {.micros = 250, .keys = 2, .hits = 1, .failed = false};
+  auto spans = RequestSpans(in);
+  // Server, parse, cache, MGET (right after its cache stage), infer.
+  ASSERT_EQ(spans.size(), 5u);
+  const SpanData& cache = spans[2];
+  const SpanData& redis = spans[3];
+  EXPECT_EQ(cache.name, "tailcut.cache");
+  EXPECT_EQ(redis.name, "MGET");
+  EXPECT_EQ(redis.kind, SpanData::Kind::kClient);
+  EXPECT_EQ(redis.parent_span_id, cache.span_id);
+  EXPECT_EQ(redis.end_unix_nanos, cache.end_unix_nanos);
+  EXPECT_EQ(redis.end_unix_nanos - redis.start_unix_nanos, 250'000u);
+  EXPECT_FALSE(redis.error);
+  ASSERT_NE(Attribute(redis, "db.system.name"), nullptr);
+  EXPECT_EQ(std::get<std::string>(*Attribute(redis, "db.system.name")), "redis");
+  EXPECT_EQ(std::get<int64_t>(*Attribute(redis, "db.operation.batch.size")), 2);
+  EXPECT_EQ(std::get<int64_t>(*Attribute(redis, "tailcut.redis.hits")), 1);
+  EXPECT_EQ(std::get<int64_t>(*Attribute(spans[0], "tailcut.batch.size")), 6);
+  EXPECT_EQ(spans[4].name, "tailcut.infer");
+  EXPECT_EQ(std::get<int64_t>(*Attribute(spans[4], "tailcut.batch.size")), 6);
+  EXPECT_EQ(Attribute(cache, "tailcut.batch.size"), nullptr);
+
+  // A lookup longer than its stage (clocks read at different points) stays inside it; one
+  // that failed is an error span; no lookup, no span.
+  in.timings.redis_lookup = {.micros = 900, .keys = 1, .hits = 0, .failed = true};
+  spans = RequestSpans(in);
+  ASSERT_EQ(spans.size(), 5u);
+  EXPECT_EQ(spans[3].start_unix_nanos, spans[2].start_unix_nanos);
+  EXPECT_TRUE(spans[3].error);
+  in.timings.redis_lookup = {};
+  in.timings.batch_rows = 0;
+  spans = RequestSpans(in);
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_EQ(Attribute(spans[0], "tailcut.batch.size"), nullptr);
+}
+
 TEST(RequestSpansTest, ARootSpanWithoutACallerAndAnErrorStatusForA5xx) {
   RequestSpanInput in;
   in.route = "/v1/embeddings";
@@ -75,7 +130,8 @@ TEST(RequestSpansTest, SamplingFollowsTheCallerElseTheRatio) {
   EXPECT_FALSE(TraceSampled(kOurs, "garbage", 0));
   // The trace id's low half decides: 0x...ff is near 0 of 2^64, 0xff...ff near all of it.
   EXPECT_TRUE(TraceSampled("00-000000000000000100000000000000ff-1111111111111111-01", "", 1));
-  EXPECT_FALSE(TraceSampled("00-0000000000000001ffffffffffffffff-1111111111111111-01", "", 999'999));
+  EXPECT_FALSE(
+      TraceSampled("00-0000000000000001ffffffffffffffff-1111111111111111-01", "", 999'999));
 }
 
 TEST(TraceExporterTest, EncodesAnExportRequest) {
