@@ -16,15 +16,9 @@
 namespace tailcut {
 namespace {
 
-constexpr const char* kOpNames[] = {"mget",   "get",  "set",    "trylock",
-                                    "unlock", "scan", "unlink", "ping"};
+constexpr const char* kOpNames[] = {"mget", "get",    "set",  "trylock", "unlock",
+                                    "scan", "unlink", "ping", "raw"};
 constexpr const char* kOutcomeNames[] = {"ok", "error", "timeout", "rejected"};
-
-// Compare-and-delete in one server-side step: a GET followed by a DEL from the client could
-// delete a lock that expired in between and was taken by someone else.
-constexpr char kUnlockScript[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
-    "else return 0 end";
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const {
@@ -50,8 +44,36 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// Maps an error reply to a Status. `outage` is set when the reply means the server cannot
-// serve anything right now (as opposed to this one command being wrong).
+// A write to a socket the server closed raises SIGPIPE, which kills the process by default.
+// hiredis 0.14 uses write(), not send(MSG_NOSIGNAL), and a library must not change the
+// process's signal dispositions, so the client thread blocks SIGPIPE for itself (it then
+// gets EPIPE) and discards the pending signal after such a write.
+void BlockSigpipeOnThisThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void DiscardPendingSigpipe() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  const timespec zero{0, 0};
+  while (sigtimedwait(&set, nullptr, &zero) == SIGPIPE) {
+  }
+}
+
+}  // namespace
+
+namespace redis_internal {
+
+// Compare-and-delete in one server-side step: a GET followed by a DEL from the client could
+// delete a lock that expired in between and was taken by someone else.
+const char kUnlockScript[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+    "else return 0 end";
+
 Status ErrorReplyStatus(std::string_view msg, bool* outage) {
   const std::string text = "redis: " + std::string(msg);
   *outage = false;
@@ -79,27 +101,61 @@ std::string EscapeGlob(std::string_view s) {
   return out;
 }
 
-// A write to a socket the server closed raises SIGPIPE, which kills the process by default.
-// hiredis 0.14 uses write(), not send(MSG_NOSIGNAL), and a library must not change the
-// process's signal dispositions, so the client thread blocks SIGPIPE for itself (it then
-// gets EPIPE) and discards the pending signal after such a write.
-void BlockSigpipeOnThisThread() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-void DiscardPendingSigpipe() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  const timespec zero{0, 0};
-  while (sigtimedwait(&set, nullptr, &zero) == SIGPIPE) {
+Result<std::vector<std::optional<std::string>>> MgetValues(const redisReply* r, size_t n) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+    return Status::Internal("redis MGET: unexpected reply");
   }
+  std::vector<std::optional<std::string>> values;
+  values.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const redisReply* e = r->element[i];
+    if (e->type == REDIS_REPLY_STRING) {
+      values.emplace_back(std::string(ReplyText(e)));
+    } else if (e->type == REDIS_REPLY_NIL) {
+      values.emplace_back(std::nullopt);
+    } else {
+      return Status::Internal("redis MGET: unexpected element type");
+    }
+  }
+  return values;
 }
 
-}  // namespace
+Result<std::optional<std::string>> GetValue(const redisReply* r) {
+  if (r->type == REDIS_REPLY_NIL) return std::optional<std::string>();
+  if (r->type != REDIS_REPLY_STRING) return Status::Internal("redis GET: unexpected reply");
+  return std::optional<std::string>(std::string(ReplyText(r)));
+}
+
+Status SetOk(const redisReply* r) {
+  if (r->type != REDIS_REPLY_STATUS || ReplyText(r) != "OK") {
+    return Status::Internal("redis SET: unexpected reply");
+  }
+  return Status::Ok();
+}
+
+Result<bool> TryLockHeld(const redisReply* r) {
+  if (r->type == REDIS_REPLY_NIL) return false;  // Held by someone else.
+  if (r->type == REDIS_REPLY_STATUS && ReplyText(r) == "OK") return true;
+  return Status::Internal("redis TryLock: unexpected reply");
+}
+
+Result<bool> UnlockDeleted(const redisReply* r) {
+  if (r->type != REDIS_REPLY_INTEGER) return Status::Internal("redis Unlock: unexpected reply");
+  return r->integer == 1;
+}
+
+Status PingOk(const redisReply* r) {
+  if (r->type != REDIS_REPLY_STATUS || ReplyText(r) != "PONG") {
+    return Status::Internal("redis PING: unexpected reply");
+  }
+  return Status::Ok();
+}
+
+}  // namespace redis_internal
+
+using redis_internal::ErrorReplyStatus;
+using redis_internal::EscapeGlob;
+using redis_internal::kUnlockScript;
 
 // DeleteByPattern's state across its SCAN/UNLINK steps; touched only by their handlers, which
 // run one at a time (on the client thread, or on the caller's for a rejected first step).
@@ -169,6 +225,12 @@ RedisClientImpl::RedisClientImpl(const RedisOptions& options, const Clock& clock
 }
 
 RedisClientImpl::~RedisClientImpl() {
+  Shutdown();
+}
+
+void RedisClientImpl::Shutdown() {
+  std::lock_guard<std::mutex> once(shutdown_mu_);
+  if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_.store(true);
@@ -216,22 +278,7 @@ void RedisClientImpl::MultiGet(
   Submit(Op::kMget, std::move(argv),
          [n, done = std::move(done)](const redisReply* r, const Status& s) {
            if (!s.ok()) return done(s);
-           if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
-             return done(Status::Internal("redis MGET: unexpected reply"));
-           }
-           Values values;
-           values.reserve(n);
-           for (size_t i = 0; i < n; ++i) {
-             const redisReply* e = r->element[i];
-             if (e->type == REDIS_REPLY_STRING) {
-               values.emplace_back(std::string(ReplyText(e)));
-             } else if (e->type == REDIS_REPLY_NIL) {
-               values.emplace_back(std::nullopt);
-             } else {
-               return done(Status::Internal("redis MGET: unexpected element type"));
-             }
-           }
-           done(std::move(values));
+           done(redis_internal::MgetValues(r, n));
          });
 }
 
@@ -240,11 +287,7 @@ void RedisClientImpl::Get(std::string key,
   Submit(Op::kGet, {"GET", PrefixedKey(key)},
          [done = std::move(done)](const redisReply* r, const Status& s) {
            if (!s.ok()) return done(s);
-           if (r->type == REDIS_REPLY_NIL) return done(std::optional<std::string>());
-           if (r->type != REDIS_REPLY_STRING) {
-             return done(Status::Internal("redis GET: unexpected reply"));
-           }
-           done(std::optional<std::string>(std::string(ReplyText(r))));
+           done(redis_internal::GetValue(r));
          });
 }
 
@@ -258,11 +301,7 @@ void RedisClientImpl::Set(std::string key, std::string value, int64_t ttl_second
   }
   Submit(Op::kSet, std::move(argv), [done = std::move(done)](const redisReply* r, const Status& s) {
     if (!done) return;
-    if (!s.ok()) return done(s);
-    if (r->type != REDIS_REPLY_STATUS || ReplyText(r) != "OK") {
-      return done(Status::Internal("redis SET: unexpected reply"));
-    }
-    done(Status::Ok());
+    done(s.ok() ? redis_internal::SetOk(r) : s);
   });
 }
 
@@ -277,9 +316,7 @@ void RedisClientImpl::TryLock(std::string key, std::string token, int64_t ttl_mi
          {"SET", PrefixedKey(key), std::move(token), "NX", "PX", std::to_string(ttl_millis)},
          [done = std::move(done)](const redisReply* r, const Status& s) {
            if (!s.ok()) return done(s);
-           if (r->type == REDIS_REPLY_NIL) return done(false);  // Held by someone else.
-           if (r->type == REDIS_REPLY_STATUS && ReplyText(r) == "OK") return done(true);
-           done(Status::Internal("redis TryLock: unexpected reply"));
+           done(redis_internal::TryLockHeld(r));
          });
 }
 
@@ -289,20 +326,13 @@ void RedisClientImpl::Unlock(std::string key, std::string token,
          [done = std::move(done)](const redisReply* r, const Status& s) {
            if (!done) return;
            if (!s.ok()) return done(s);
-           if (r->type != REDIS_REPLY_INTEGER) {
-             return done(Status::Internal("redis Unlock: unexpected reply"));
-           }
-           done(r->integer == 1);
+           done(redis_internal::UnlockDeleted(r));
          });
 }
 
 void RedisClientImpl::Ping(std::function<void(Status)> done) {
   Submit(Op::kPing, {"PING"}, [done = std::move(done)](const redisReply* r, const Status& s) {
-    if (!s.ok()) return done(s);
-    if (r->type != REDIS_REPLY_STATUS || ReplyText(r) != "PONG") {
-      return done(Status::Internal("redis PING: unexpected reply"));
-    }
-    done(Status::Ok());
+    done(s.ok() ? redis_internal::PingOk(r) : s);
   });
 }
 
@@ -366,11 +396,23 @@ void RedisClientImpl::ScanStep(std::shared_ptr<DeleteState> state, bool internal
 
 // ---- Queueing and completion. ----
 
+void RedisClientImpl::SubmitRaw(std::vector<std::string> argv, int64_t deadline_micros, bool asking,
+                                ReplyHandler handler) {
+  Command cmd{Op::kRaw, std::move(argv), clock_.NowMicros(), deadline_micros, std::move(handler)};
+  cmd.raw = true;
+  cmd.asking = asking;
+  Enqueue(std::move(cmd), /*internal=*/false);
+}
+
 void RedisClientImpl::Submit(Op op, std::vector<std::string> argv, ReplyHandler handler,
                              bool internal) {
   const int64_t now = clock_.NowMicros();
-  Command cmd{op, std::move(argv), now, now + options_.command_timeout_millis * 1000,
-              std::move(handler)};
+  Enqueue(Command{op, std::move(argv), now, now + options_.command_timeout_millis * 1000,
+                  std::move(handler)},
+          internal);
+}
+
+void RedisClientImpl::Enqueue(Command cmd, bool internal) {
   if (!internal && !breaker_.Allow()) {
     Complete(cmd, nullptr, Status::Unavailable("redis circuit open"), Outcome::kRejected);
     return;
@@ -570,8 +612,12 @@ void RedisClientImpl::RunRound(std::vector<Command>& cmds) {
       io = Status::Internal("redis: cannot format command (out of memory)");
     }
   };
+  static const std::vector<std::string> kAsking{"ASKING"};
   for (const auto& h : handshake) append(h);
-  for (const Command& c : cmds) append(c.argv);
+  for (const Command& c : cmds) {
+    if (c.asking) append(kAsking);
+    append(c.argv);
+  }
   round_trips_.fetch_add(1, std::memory_order_relaxed);
   commands_sent_.fetch_add(cmds.size(), std::memory_order_relaxed);
 
@@ -605,6 +651,13 @@ void RedisClientImpl::RunRound(std::vector<Command>& cmds) {
   bool outage = false;
   for (; next < cmds.size() && io.ok(); ++next) {
     redisReply* raw = nullptr;
+    if (cmds[next].asking) {
+      // ASKING's +OK (an error would show again as the command's own ASK or MOVED reply).
+      io = ReadReply(due[next], &raw);
+      if (!io.ok()) break;
+      freeReplyObject(raw);
+      raw = nullptr;
+    }
     io = ReadReply(due[next], &raw);
     if (!io.ok()) break;
     ReplyPtr reply(raw);
@@ -612,7 +665,11 @@ void RedisClientImpl::RunRound(std::vector<Command>& cmds) {
       bool is_outage = false;
       Status s = ErrorReplyStatus(ReplyText(reply.get()), &is_outage);
       outage = outage || is_outage;
-      Complete(cmds[next], nullptr, s, Outcome::kError);
+      if (cmds[next].raw) {
+        Complete(cmds[next], reply.get(), Status::Ok(), Outcome::kError);
+      } else {
+        Complete(cmds[next], nullptr, s, Outcome::kError);
+      }
     } else {
       Complete(cmds[next], reply.get(), Status::Ok(), Outcome::kOk);
     }

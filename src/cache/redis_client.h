@@ -27,6 +27,11 @@
 //    open, calls fail on the CALLER's thread with Unavailable("redis circuit open") at the
 //    cost of one atomic load, so L2 is bypassed for free; after breaker_open_millis the client
 //    thread sends its own PING probe, so it recovers with no help from callers.
+//  - SubmitRaw() is the door RedisClusterClient (redis_cluster_client.h) uses: one node
+//    connection per cluster master is one RedisClientImpl, given commands with their keys
+//    already routed and prefixed, the original call's deadline (a redirect's retry keeps it),
+//    error replies handed back as replies (MOVED/ASK are followed by the caller) and ASKING
+//    sent right before a command on the same connection.
 //  - Every callback is called exactly once: with the reply, or an error, by the command's
 //    deadline (+ scheduling slack), or at once when rejected (circuit open, queue full, client
 //    shutting down) or shut down (destructor). Blocking DNS and connect are the exception:
@@ -115,6 +120,24 @@ struct RedisOptions {
   // when the breaker is disabled; half-open probes ignore it (the breaker paces those).
   int64_t reconnect_backoff_min_millis = 10;
   int64_t reconnect_backoff_max_millis = 1000;
+
+  // Redis Cluster (RedisClusterClient; the settings above apply to each node's connection).
+  // Seed nodes, "host:port,host:port": any nodes of the cluster, the rest are learnt from
+  // CLUSTER SLOTS; list more than one so that start-up does not hang on one node. Empty =
+  // a standalone Redis at host:port. With it db must be 0 (a cluster has only database 0).
+  std::string cluster_nodes;
+  // How often the slot map is fetched again while calls are made. MOVED replies and failing
+  // nodes refresh it sooner, so this only bounds how long a change no reply reveals (a new
+  // replica to ask when the masters are gone) goes unnoticed. One small reply per refresh.
+  int64_t cluster_topology_refresh_millis = 5000;
+  // Shortest gap between refreshes caused by failures: during a failover (node timeout plus
+  // election, ~1-2 s with cluster-node-timeout 500) the cluster is asked this often, which
+  // bounds both the load on it and how late the promoted replica is found.
+  int64_t cluster_refresh_min_interval_millis = 100;
+  // Redirects (MOVED/ASK) one call follows before it fails with Unavailable. Each costs a
+  // round trip inside the call's command_timeout_millis; a slot in migration needs two (ASK,
+  // then MOVED once it is done), so more than a few means a cluster in flux.
+  int cluster_max_redirects = 5;
 };
 
 class RedisClient {
@@ -166,8 +189,7 @@ class RedisClientImpl final : public RedisClient {
  public:
   // Starts the client thread; connects on the first command. `metrics` may be null.
   RedisClientImpl(const RedisOptions& options, const Clock& clock, MetricsRegistry* metrics);
-  // Stops the thread. Commands in flight or queued get Unavailable; may wait for a connect in
-  // progress (<= connect_timeout_millis).
+  // Stops the thread (Shutdown()).
   ~RedisClientImpl() override;
 
   RedisClientImpl(const RedisClientImpl&) = delete;
@@ -190,12 +212,40 @@ class RedisClientImpl final : public RedisClient {
   // "<key_prefix>:<key>", the key as stored in Redis.
   std::string PrefixedKey(std::string_view key) const;
 
- private:
-  enum class Op : uint8_t { kMget, kGet, kSet, kTryLock, kUnlock, kScan, kUnlink, kPing, kCount };
-  enum class Outcome : uint8_t { kOk, kError, kTimeout, kRejected, kCount };
   // Called once with the reply (status OK, reply non-null and not an error reply) or with an
   // error status (reply null). The reply is freed after it returns.
   using ReplyHandler = std::function<void(const redisReply* reply, const Status& status)>;
+
+  // For RedisClusterClient: `argv` exactly as given (no key prefix added), due by the absolute
+  // Clock time `deadline_micros`. Unlike the typed calls, an error reply reaches `handler` as
+  // a reply (status OK, type REDIS_REPLY_ERROR), so that the caller can follow MOVED/ASK;
+  // failures without a reply (connection, timeout, circuit open, queue full, shut down) come
+  // as a status, as for ReplyHandler. `asking` sends ASKING right before the command on the
+  // same connection (ASK redirection). Breaker, queue bound and callback rules as above.
+  void SubmitRaw(std::vector<std::string> argv, int64_t deadline_micros, bool asking,
+                 ReplyHandler handler);
+
+  // Stops the thread: commands in flight or queued get Unavailable, later calls are rejected
+  // at once (on the caller's thread), while the object stays usable. Idempotent; may wait for
+  // a connect in progress (<= connect_timeout_millis). Not from one of this client's
+  // callbacks. RedisClusterClient stops every node before destroying any, so that a callback
+  // running on one node's thread never reaches a node that is gone.
+  void Shutdown();
+
+ private:
+  enum class Op : uint8_t {
+    kMget,
+    kGet,
+    kSet,
+    kTryLock,
+    kUnlock,
+    kScan,
+    kUnlink,
+    kPing,
+    kRaw,
+    kCount
+  };
+  enum class Outcome : uint8_t { kOk, kError, kTimeout, kRejected, kCount };
 
   struct Command {
     Op op;
@@ -203,6 +253,8 @@ class RedisClientImpl final : public RedisClient {
     int64_t enqueue_micros;
     int64_t deadline_micros;
     ReplyHandler handler;
+    bool raw = false;     // SubmitRaw: error replies go to the handler as replies.
+    bool asking = false;  // ASKING goes right before it.
   };
 
   struct Metrics {
@@ -222,6 +274,7 @@ class RedisClientImpl final : public RedisClient {
   // Queues a command, or completes it at once (rejected) on this thread. `internal` commands
   // (follow-ups, probes) skip the breaker and the queue bound.
   void Submit(Op op, std::vector<std::string> argv, ReplyHandler handler, bool internal = false);
+  void Enqueue(Command cmd, bool internal);
   void Complete(Command& cmd, const redisReply* reply, const Status& status, Outcome outcome);
   void FailAll(std::vector<Command>& cmds, size_t from, const Status& status, Outcome outcome);
 
@@ -249,6 +302,7 @@ class RedisClientImpl final : public RedisClient {
   std::vector<Command> queue_;  // Under mu_.
   bool waiting_ = false;        // Under mu_: the client thread sleeps on cv_.
   std::atomic<bool> stopping_{false};
+  std::mutex shutdown_mu_;  // Serializes Shutdown() (the destructor and an explicit call).
 
   // The live connection's fd, published so the destructor can shutdown() a blocked read.
   std::mutex fd_mu_;
@@ -270,4 +324,27 @@ class RedisClientImpl final : public RedisClient {
   std::thread thread_;  // Last: starts after everything above is built.
 };
 
+// Shared by RedisClientImpl and RedisClusterClient: the commands' reply shapes and the
+// meaning of error replies, so both clients answer alike.
+namespace redis_internal {
+
+// Compare-and-delete for Unlock (EVAL <script> 1 <key> <token>).
+extern const char kUnlockScript[];
+
+// Maps an error reply's text to a Status; `outage` is set when it means the server cannot
+// serve anything right now (LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, NOAUTH), as
+// opposed to this one command being wrong.
+Status ErrorReplyStatus(std::string_view msg, bool* outage);
+// SCAN MATCH treats * ? [ ] \ as glob syntax; a prefix containing them must match literally.
+std::string EscapeGlob(std::string_view s);
+
+// Typed results of non-error replies.
+Result<std::vector<std::optional<std::string>>> MgetValues(const redisReply* r, size_t n);
+Result<std::optional<std::string>> GetValue(const redisReply* r);
+Status SetOk(const redisReply* r);
+Result<bool> TryLockHeld(const redisReply* r);
+Result<bool> UnlockDeleted(const redisReply* r);
+Status PingOk(const redisReply* r);
+
+}  // namespace redis_internal
 }  // namespace tailcut

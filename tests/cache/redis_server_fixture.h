@@ -34,6 +34,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tailcut::testing {
@@ -47,7 +48,9 @@ using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyDeleter>;
 
 class RedisServer {
  public:
-  RedisServer() {
+  // `extra_args` go after the fixture's own (e.g. --cluster-enabled yes).
+  explicit RedisServer(std::vector<std::string> extra_args = {})
+      : extra_args_(std::move(extra_args)) {
     // Admin connections write to a server the test may have just killed.
     signal(SIGPIPE, SIG_IGN);
   }
@@ -180,6 +183,24 @@ class RedisServer {
     return std::atoll(info.c_str() + at + key.size());
   }
 
+  // A loopback TCP port free at the time of the call.
+  static int FreePort() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    int port = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port = ntohs(addr.sin_port);
+    }
+    close(fd);
+    return port;
+  }
+
   std::string LogTail() const {
     std::ifstream in(dir_ + "/redis.log");
     std::stringstream ss;
@@ -200,23 +221,6 @@ class RedisServer {
         redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
   }
 
-  static int FreePort() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    int port = -1;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      port = ntohs(addr.sin_port);
-    }
-    close(fd);
-    return port;
-  }
-
   bool Spawn(std::string* error) {
     const std::string port = std::to_string(port_);
     const std::string log = dir_ + "/redis.log";
@@ -224,6 +228,7 @@ class RedisServer {
         binary_, "--port",       port, "--bind",      "127.0.0.1", "--save",
         "",      "--appendonly", "no", "--dir",       dir_,        "--logfile",
         log,     "--daemonize",  "no", "--databases", "16"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -263,6 +268,7 @@ class RedisServer {
     return false;
   }
 
+  std::vector<std::string> extra_args_;
   std::string binary_;
   std::string dir_;
   int port_ = -1;
