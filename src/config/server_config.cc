@@ -399,6 +399,17 @@ std::vector<Setting> BuildSettings() {
                   "redis.breaker_open_millis", "How long the circuit stays open before a probe.",
                   [](auto& c) -> auto& { return c.service.redis.breaker_open_millis; })
                   .AtLeast(1));
+  t.push_back(Field(
+      "redis.cluster_nodes",
+      "Redis Cluster seed nodes, host:port,host:port (the rest are discovered); "
+      "empty = standalone Redis at redis.host:redis.port. Needs redis.db 0.",
+      [](auto& c) -> auto& { return c.service.redis.cluster_nodes; }));
+  t.push_back(Field(
+                  "redis.cluster_topology_refresh_millis",
+                  "Cluster: how often the slot map is fetched again while in use (MOVED and "
+                  "failing nodes refresh it sooner).",
+                  [](auto& c) -> auto& { return c.service.redis.cluster_topology_refresh_millis; })
+                  .AtLeast(1));
 
   // precision: which variant serves requests that pin none (PrecisionPolicy).
   t.push_back(Field(

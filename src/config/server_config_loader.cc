@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/redis_cluster_slots.h"
 #include "config/environment_source.h"
 #include "config/server_config.h"
 #include "config/setting_names.h"
@@ -68,6 +69,31 @@ ServerConfigLoader::ServerConfigLoader(CLI::App& cmd) {
   }
 }
 
+namespace {
+
+// Settings that are only wrong together: a cluster's seeds must parse, and a cluster has only
+// database 0 and hashes the whole stored key, so a '{' in the prefix (a hash tag) would put
+// every key of the deployment in one slot, on one master.
+void CheckRedisCluster(const ServerConfig& config, std::vector<std::string>* errors) {
+  const RedisOptions& r = config.service.redis;
+  if (r.cluster_nodes.empty()) return;
+  if (Result<std::vector<RedisNodeAddress>> seeds = ParseRedisNodeList(r.cluster_nodes);
+      !seeds.ok()) {
+    errors->push_back("redis.cluster_nodes: " + seeds.status().message());
+  }
+  if (r.db != 0) {
+    errors->push_back("redis.db=" + std::to_string(r.db) +
+                      " with redis.cluster_nodes: a Redis Cluster has only database 0");
+  }
+  if (r.key_prefix.find('{') != std::string::npos) {
+    errors->push_back("redis.key_prefix '" + r.key_prefix +
+                      "' with redis.cluster_nodes: a '{' there is a hash tag that would put every "
+                      "key in one slot, on one master");
+  }
+}
+
+}  // namespace
+
 Result<ServerConfig> ServerConfigLoader::Load(
     const std::map<std::string, std::string>* env_override) {
   const std::map<std::string, std::string> env =
@@ -105,6 +131,8 @@ Result<ServerConfig> ServerConfigLoader::Load(
     }
     s.set(config, *parsed);
   }
+
+  CheckRedisCluster(config, &errors);
 
   if (!errors.empty()) {
     std::string message;

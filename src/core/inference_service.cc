@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "cache/redis_cluster_client.h"
+
 namespace tailcut {
 namespace fs = std::filesystem;
 
@@ -55,7 +57,14 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
   if (options.cache_enabled) {
     s->l1_ = std::make_unique<L1Cache>(options.l1, clock, &metrics);
   }
-  if (options.redis_enabled) {
+  if (options.redis_enabled && !options.redis.cluster_nodes.empty()) {
+    auto cluster = RedisClusterClient::Create(options.redis, clock, &metrics);
+    if (!cluster.ok()) return cluster.status();
+    s->redis_ = std::move(cluster).value();
+    spdlog::info("L2 cache: redis cluster, seeds {} prefix '{}'{}", options.redis.cluster_nodes,
+                 options.redis.key_prefix,
+                 options.redis.password.empty() ? "" : " (with password)");
+  } else if (options.redis_enabled) {
     s->redis_ = std::make_unique<RedisClientImpl>(options.redis, clock, &metrics);
     spdlog::info("L2 cache: redis at {}:{} db {} prefix '{}'{}", options.redis.host,
                  options.redis.port, options.redis.db, options.redis.key_prefix,

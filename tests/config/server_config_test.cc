@@ -497,5 +497,21 @@ TEST(ServerConfigTest, AValidFlagDoesNotHideABadEnvironmentValue) {
                        "TAILCUT_SERVER_PORT=abc"));
 }
 
+TEST(ServerConfigTest, RedisClusterSettingsAreCheckedTogether) {
+  auto ok = Load({"--redis.enabled", "--redis.cluster_nodes", "10.0.0.1:7000, 10.0.0.2:7001",
+                  "--redis.cluster_topology_refresh_millis", "2000"});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->service.redis.cluster_nodes, "10.0.0.1:7000, 10.0.0.2:7001");
+  EXPECT_EQ(ok->service.redis.cluster_topology_refresh_millis, 2000);
+  EXPECT_TRUE(Contains(ErrorOf(Load({"--redis.cluster_nodes", "10.0.0.1"})),
+                       "redis.cluster_nodes: redis node address '10.0.0.1': no port"));
+  EXPECT_TRUE(Contains(ErrorOf(Load({"--redis.cluster_nodes", "a:1", "--redis.db", "3"})),
+                       "redis.db=3 with redis.cluster_nodes: a Redis Cluster has only database 0"));
+  EXPECT_TRUE(Contains(ErrorOf(Load({"--redis.cluster_nodes", "a:1", "--redis.key_prefix", "{t}"})),
+                       "hash tag"));
+  // Standalone Redis keeps its databases and any prefix.
+  EXPECT_TRUE(Load({"--redis.db", "3", "--redis.key_prefix", "{t}"}).ok());
+}
+
 }  // namespace
 }  // namespace tailcut
