@@ -18,7 +18,6 @@ namespace {
 
 constexpr const char* kOpNames[] = {"mget", "get",    "set",  "trylock", "unlock",
                                     "scan", "unlink", "ping", "raw"};
-constexpr const char* kOutcomeNames[] = {"ok", "error", "timeout", "rejected"};
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const {
@@ -151,6 +150,26 @@ Status PingOk(const redisReply* r) {
   return Status::Ok();
 }
 
+void AddCommandMetrics(MetricsRegistry& registry, std::string_view duration_help,
+                       std::span<const char* const> op_names,
+                       std::span<std::array<Counter*, 4>> commands,
+                       std::span<Histogram*> duration) {
+  static constexpr const char* kOutcomes[] = {"ok", "error", "timeout", "rejected"};
+  auto& counters = registry.AddCounter(
+      "tailcut_redis_commands_total",
+      "Redis client calls by command and result (rejected: failed before being sent, because "
+      "the circuit was open or the queue full).",
+      {"command", "result"});
+  auto& histograms =
+      registry.AddHistogram("tailcut_redis_command_duration_seconds", std::string(duration_help),
+                            LatencyBucketsSeconds(), {"command"});
+  for (size_t op = 0; op < op_names.size() && op < commands.size() && op < duration.size(); ++op) {
+    for (size_t o = 0; o < 4; ++o)
+      commands[op][o] = &counters.WithLabels({op_names[op], kOutcomes[o]});
+    duration[op] = &histograms.WithLabels({op_names[op]});
+  }
+}
+
 }  // namespace redis_internal
 
 using redis_internal::ErrorReplyStatus;
@@ -188,21 +207,12 @@ RedisClientImpl::RedisClientImpl(const RedisOptions& options, const Clock& clock
           CircuitBreakerOptions{options.breaker_failure_threshold, options.breaker_open_millis},
           clock, [this](BreakerState from, BreakerState to) { OnBreakerTransition(from, to); }) {
   MetricsRegistry& registry = metrics != nullptr ? *metrics : *own_metrics_;
-  auto& commands = registry.AddCounter(
-      "tailcut_redis_commands_total",
-      "Redis client calls by command and result (rejected: failed before being sent, because "
-      "the circuit was open or the queue full).",
-      {"command", "result"});
-  auto& duration = registry.AddHistogram(
-      "tailcut_redis_command_duration_seconds",
+  static_assert(std::size(kOpNames) == static_cast<size_t>(Op::kCount));
+  static_assert(static_cast<size_t>(Outcome::kCount) == 4);
+  redis_internal::AddCommandMetrics(
+      registry,
       "Time from a Redis client call to its callback, queueing included (rejected excluded).",
-      LatencyBucketsSeconds(), {"command"});
-  for (size_t op = 0; op < static_cast<size_t>(Op::kCount); ++op) {
-    for (size_t o = 0; o < static_cast<size_t>(Outcome::kCount); ++o) {
-      metrics_.commands[op][o] = &commands.WithLabels({kOpNames[op], kOutcomeNames[o]});
-    }
-    metrics_.duration[op] = &duration.WithLabels({kOpNames[op]});
-  }
+      kOpNames, metrics_.commands, metrics_.duration);
   metrics_.breaker_state =
       &registry
            .AddGauge("tailcut_redis_breaker_state",

@@ -68,6 +68,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -345,6 +346,15 @@ Status SetOk(const redisReply* r);
 Result<bool> TryLockHeld(const redisReply* r);
 Result<bool> UnlockDeleted(const redisReply* r);
 Status PingOk(const redisReply* r);
+
+// The per-command metrics both clients export, one child per (command, result):
+// tailcut_redis_commands_total{command,result} and
+// tailcut_redis_command_duration_seconds{command}; `duration_help` says what the duration
+// spans for that client. commands[op][outcome] and duration[op] are filled for every name in
+// `op_names` (outcomes: ok, error, timeout, rejected, in that order).
+void AddCommandMetrics(MetricsRegistry& registry, std::string_view duration_help,
+                       std::span<const char* const> op_names,
+                       std::span<std::array<Counter*, 4>> commands, std::span<Histogram*> duration);
 
 }  // namespace redis_internal
 }  // namespace tailcut

@@ -15,7 +15,6 @@ using Values = std::vector<std::optional<std::string>>;
 
 constexpr const char* kOpNames[] = {"mget",   "get",  "set",    "trylock",
                                     "unlock", "scan", "unlink", "ping"};
-constexpr const char* kOutcomeNames[] = {"ok", "error", "timeout", "rejected"};
 
 std::string_view ReplyText(const redisReply* r) {
   return {r->str, static_cast<size_t>(r->len)};
@@ -129,22 +128,12 @@ RedisClusterClient::RedisClusterClient(const RedisOptions& options,
       registry_(metrics != nullptr ? metrics : own_metrics_.get()),
       hook_(std::make_shared<HookTarget>()) {
   MetricsRegistry& registry = *registry_;
-  auto& commands = registry.AddCounter(
-      "tailcut_redis_commands_total",
-      "Redis client calls by command and result (rejected: failed before being sent, because "
-      "the circuit was open or the queue full).",
-      {"command", "result"});
-  auto& duration = registry.AddHistogram(
-      "tailcut_redis_command_duration_seconds",
-      "Time from a Redis client call to its callback, queueing and redirects included "
-      "(rejected excluded).",
-      LatencyBucketsSeconds(), {"command"});
-  for (size_t op = 0; op < static_cast<size_t>(Op::kCount); ++op) {
-    for (size_t o = 0; o < static_cast<size_t>(Outcome::kCount); ++o) {
-      metrics_.commands[op][o] = &commands.WithLabels({kOpNames[op], kOutcomeNames[o]});
-    }
-    metrics_.duration[op] = &duration.WithLabels({kOpNames[op]});
-  }
+  static_assert(std::size(kOpNames) == static_cast<size_t>(Op::kCount));
+  static_assert(static_cast<size_t>(Outcome::kCount) == 4);
+  redis_internal::AddCommandMetrics(registry,
+                                    "Time from a Redis client call to its callback, queueing and "
+                                    "redirects included (rejected excluded).",
+                                    kOpNames, metrics_.commands, metrics_.duration);
   metrics_.breaker_state =
       &registry
            .AddGauge("tailcut_redis_breaker_state",
