@@ -150,6 +150,17 @@ Status PingOk(const redisReply* r) {
   return Status::Ok();
 }
 
+std::string KeyPrefix(const RedisOptions& options) {
+  return options.key_prefix.empty() ? "" : options.key_prefix + ":";
+}
+
+std::string Prefixed(std::string_view prefix, std::string_view key) {
+  std::string k;
+  k.reserve(prefix.size() + key.size());
+  k.append(prefix).append(key);
+  return k;
+}
+
 void AddCommandMetrics(MetricsRegistry& registry, std::string_view duration_help,
                        std::span<const char* const> op_names,
                        std::span<std::array<Counter*, 4>> commands,
@@ -201,7 +212,7 @@ RedisClientImpl::RedisClientImpl(const RedisOptions& options, const Clock& clock
                                  MetricsRegistry* metrics)
     : options_(options),
       clock_(clock),
-      prefix_(options.key_prefix.empty() ? "" : options.key_prefix + ":"),
+      prefix_(redis_internal::KeyPrefix(options)),
       own_metrics_(metrics == nullptr ? std::make_unique<MetricsRegistry>() : nullptr),
       breaker_(
           CircuitBreakerOptions{options.breaker_failure_threshold, options.breaker_open_millis},
@@ -256,10 +267,7 @@ void RedisClientImpl::Shutdown() {
 }
 
 std::string RedisClientImpl::PrefixedKey(std::string_view key) const {
-  std::string k;
-  k.reserve(prefix_.size() + key.size());
-  k.append(prefix_).append(key);
-  return k;
+  return redis_internal::Prefixed(prefix_, key);
 }
 
 RedisClient::Stats RedisClientImpl::stats() const {

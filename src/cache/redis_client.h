@@ -339,6 +339,10 @@ Status ErrorReplyStatus(std::string_view msg, bool* outage);
 // SCAN MATCH treats * ? [ ] \ as glob syntax; a prefix containing them must match literally.
 std::string EscapeGlob(std::string_view s);
 
+// "<key_prefix>:" (empty for no prefix), and a key with it: the key as stored in Redis.
+std::string KeyPrefix(const RedisOptions& options);
+std::string Prefixed(std::string_view prefix, std::string_view key);
+
 // Typed results of non-error replies.
 Result<std::vector<std::optional<std::string>>> MgetValues(const redisReply* r, size_t n);
 Result<std::optional<std::string>> GetValue(const redisReply* r);

@@ -123,7 +123,7 @@ RedisClusterClient::RedisClusterClient(const RedisOptions& options,
     : options_(options),
       seeds_(std::move(seeds)),
       clock_(clock),
-      prefix_(options.key_prefix.empty() ? "" : options.key_prefix + ":"),
+      prefix_(redis_internal::KeyPrefix(options)),
       own_metrics_(metrics == nullptr ? std::make_unique<MetricsRegistry>() : nullptr),
       registry_(metrics != nullptr ? metrics : own_metrics_.get()),
       hook_(std::make_shared<HookTarget>()) {
@@ -187,10 +187,7 @@ RedisClusterClient::~RedisClusterClient() {
 }
 
 std::string RedisClusterClient::PrefixedKey(std::string_view key) const {
-  std::string k;
-  k.reserve(prefix_.size() + key.size());
-  k.append(prefix_).append(key);
-  return k;
+  return redis_internal::Prefixed(prefix_, key);
 }
 
 // ---- Nodes and routing. ----

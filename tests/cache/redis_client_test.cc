@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cache/cached_value.h"
+#include "tests/cache/await_callback.h"
 #include "tests/cache/redis_server_fixture.h"
 
 namespace tailcut {
@@ -26,23 +27,8 @@ using namespace std::chrono_literals;
 using BreakerState = RedisClient::BreakerState;
 using Values = std::vector<std::optional<std::string>>;
 
-// Scheduling slack on top of a deadline: generous for sanitizer builds on 2 shared cores.
-constexpr int64_t kSlackMillis = 100;
-
 int64_t NowMillis() {
   return SystemClock::Get().NowMicros() / 1000;
-}
-
-// Runs `start(callback)` and waits for the callback's value.
-template <typename T, typename F>
-T Await(F&& start, std::chrono::milliseconds timeout = 10s) {
-  auto p = std::make_shared<std::promise<T>>();
-  auto f = p->get_future();
-  start([p](T v) { p->set_value(std::move(v)); });
-  if (f.wait_for(timeout) != std::future_status::ready) {
-    throw std::runtime_error("callback not called within the timeout");
-  }
-  return f.get();
 }
 
 // Counts callbacks from any thread; Wait() until `n` have arrived.

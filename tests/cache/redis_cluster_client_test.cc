@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cache/redis_cluster_slots.h"
+#include "tests/cache/await_callback.h"
 #include "tests/cache/redis_cluster_fixture.h"
 
 namespace tailcut {
@@ -29,20 +30,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Values = std::vector<std::optional<std::string>>;
-
-// Scheduling slack on top of a deadline: generous for sanitizer builds on 2 shared cores.
-constexpr int64_t kSlackMillis = 100;
-
-template <typename T, typename F>
-T Await(F&& start, std::chrono::milliseconds timeout = 10s) {
-  auto p = std::make_shared<std::promise<T>>();
-  auto f = p->get_future();
-  start([p](T v) { p->set_value(std::move(v)); });
-  if (f.wait_for(timeout) != std::future_status::ready) {
-    throw std::runtime_error("callback not called within the timeout");
-  }
-  return f.get();
-}
 
 // ---- Pure functions. ----
 
