@@ -86,6 +86,23 @@ def pytest_configure(config) -> None:
         "slow to run whole under TSan")
 
 
+# A hang guard, not a speed limit: the slowest test takes 15 s on the optimised build, and CI's
+# hard limit is the whole run's. A test still running after this many seconds (times the
+# sanitizer builds' slowdown, capped) gets every thread's stack printed and ends the session
+# (pytest-timeout's thread method: it also fires inside a blocking C call, such as a gRPC call
+# without a deadline), so a hang costs CI minutes and names itself instead of eating the
+# budget. A test may set its own with @pytest.mark.timeout(seconds).
+HANG_GUARD_S = 240.0
+HANG_GUARD_MAX_S = 600.0
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    guard = min(HANG_GUARD_S * time_scale(), HANG_GUARD_MAX_S)
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(guard, method="thread"))
+
+
 def pytest_report_header(config) -> str:
     path = qqp_pairs_path()
     state = "found" if path.is_file() else (
