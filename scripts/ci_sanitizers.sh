@@ -3,9 +3,10 @@
 #
 #   asan  build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer):
 #         every C++ unit test (ctest), then the Python integration suite against
-#         build-asan/tailcut (all but the suites that drive outside tools, run_asan says which). The build also carries the libFuzzer targets
-#         (TAILCUT_FUZZ=ON: every library with libFuzzer's coverage instrumentation, which the
-#         tests run through unchanged), so CI's fuzz smoke runs them from here
+#         build-asan/tailcut (all but the suites that drive outside tools; run_asan says
+#         which). The build also carries the libFuzzer targets (TAILCUT_FUZZ=ON: every
+#         library with libFuzzer's coverage instrumentation, which the tests run through
+#         unchanged), so CI's fuzz smoke runs them from here
 #         (FUZZ_BUILD=build-asan) instead of compiling the libraries a third time with clang
 #         (the separate fuzz build compiled 87 of this build's 188 objects again, with the same
 #         flags plus coverage). This build with them took 12 minutes on 2 idle cores.
@@ -73,9 +74,10 @@ configure() {  # configure <dir> <sanitizers> [more cmake arguments]
     ${TAILCUT_WERROR:+"-DTAILCUT_WERROR=$TAILCUT_WERROR"} >/dev/null
 }
 
-# Fails when a sanitizer wrote a report under $1 (the servers' log_path). Called after a suite
-# whether it passed or not: a server that aborted on a report fails its test, and the report
-# (in the folder the exit trap removes) is printed here, not lost. Files holding only
+# Fails when a sanitizer wrote a report under $1 (the servers' log_path). Run after a suite
+# whether it passed or not (end_integration): a server that aborted on a report fails its
+# test, and the report, in the folder the exit trap removes, must be printed, not lost. Files
+# holding only
 # warnings (TSan symbolizes the stacks of suppressed races, and may say "Symbolizer buffer too
 # small") are shown but do not count.
 check_reports() {
@@ -91,6 +93,14 @@ check_reports() {
     fi
   done < <(find "$1" -type f 2>/dev/null | sort)
   [[ $reports -eq 0 ]]
+}
+
+# Ends an integration pass: the servers' reports are printed (and fail it) whether or not its
+# suites passed; then it fails if either did. Usage: end_integration <tool> <failed: "" or 1>
+end_integration() {
+  local failed="$2"
+  check_reports "$REPORTS/$1" || failed=1
+  [[ -z $failed ]] || { log "$1: integration tests failed (above)"; exit 1; }
 }
 
 REPORTS="$(mktemp -d -t tailcut-sanitizers.XXXXXX)"
@@ -135,8 +145,7 @@ run_asan() {
     TAILCUT_BUILD_DIR="$ROOT/build-asan" TAILCUT_TEST_TIME_SCALE=4 TAILCUT_TEST_SANITIZER=asan \
     "$PYTHON" -m pytest -q -p no:cacheprovider "${skip[@]/#/--ignore=tests/python/}" \
     tests/python || failed=1
-  check_reports "$REPORTS/asan" || failed=1
-  [[ -z $failed ]] || { log "asan: integration tests failed (above)"; exit 1; }
+  end_integration asan "$failed"
   phase "asan integration tests"
 }
 
@@ -189,8 +198,7 @@ run_tsan() {
   # paths the ASan pass runs.
   "${norandom[@]}" "${tsan_env[@]}" "$PYTHON" -m pytest -q -p no:cacheprovider -m threads \
     tests/python/test_cache.py || failed=1
-  check_reports "$REPORTS/tsan" || failed=1
-  [[ -z $failed ]] || { log "tsan: integration tests failed (above)"; exit 1; }
+  end_integration tsan "$failed"
   phase "tsan integration tests"
 }
 
