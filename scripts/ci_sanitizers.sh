@@ -174,17 +174,11 @@ run_tsan() {
   phase "tsan unit tests"
 
   log "tsan: integration tests"
-  # Not test_kserve_grpc.py, for now: a known open bug, not a false report. At SIGTERM with
-  # gRPC infers in flight, TSan sees KServeGrpcServer's destructor (serve_command.cc's
-  # grpc_server.reset()) free the KServeGrpcService while an infer's completion still runs on
-  # the work pool and reads it (kserve_grpc_service.cc, the Embed callback's context_). Seen
-  # on 2026-12-03 in a CI rehearsal, in both reruns of the drain test alone, and once more as
-  # a module's server stopped (two earlier runs of the suite passed). Waiting for in_flight()
-  # to reach 0 in the destructor did not close it (the count reached 0 with the completion
-  # still running), so the fix needs the calls' ownership looked at, not a wait. The suite
-  # runs under gcc (make test) and ASan; it rejoins this list with the fix.
+  # test_kserve_grpc.py's drain test is the one that found the gRPC front-end freeing its
+  # service (and gRPC's server objects) under a work-pool thread still returning from
+  # Finish() at SIGTERM (fixed 2026-12-03: calls hold the service until answered).
   local suites=(test_concurrency.py test_admission.py test_shutdown.py test_robustness.py
-    test_io_isolation.py test_generation_api.py)
+    test_io_isolation.py test_generation_api.py test_kserve_grpc.py)
   mkdir -p "$REPORTS/tsan"
   local tsan_env=(env "TSAN_OPTIONS=$TSAN_OPTIONS:log_path=$REPORTS/tsan/tsan"
     "TAILCUT_BUILD_DIR=$ROOT/build-tsan" TAILCUT_TEST_TIME_SCALE=10 TAILCUT_TEST_SANITIZER=tsan)

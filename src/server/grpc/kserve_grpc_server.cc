@@ -21,7 +21,12 @@ struct KServeGrpcServer::Impl {
 
 KServeGrpcServer::KServeGrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-KServeGrpcServer::~KServeGrpcServer() { Shutdown(std::chrono::system_clock::now()); }
+KServeGrpcServer::~KServeGrpcServer() {
+  Shutdown(std::chrono::system_clock::now());
+  // gRPC counts a call done while the work-pool thread that finished it may still be inside
+  // Finish(), reading the server's objects: wait for those threads before deleting them.
+  impl_->service.AwaitCallsLetGo();
+}
 
 Result<std::unique_ptr<KServeGrpcServer>> KServeGrpcServer::Start(
     const GrpcServerOptions& options, const Limits& limits, ApiContext& context,

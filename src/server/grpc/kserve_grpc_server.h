@@ -48,7 +48,8 @@ class KServeGrpcServer {
                                                          const Limits& limits,
                                                          ApiContext& context, Authenticator& auth,
                                                          WorkPool& pool);
-  ~KServeGrpcServer();  // Shutdown() now, if it has not run.
+  // Shutdown() now, if it has not run; then waits until every answer has been handed over.
+  ~KServeGrpcServer();
 
   int port() const;
   int64_t in_flight() const;

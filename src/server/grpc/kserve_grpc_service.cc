@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "common/cancellation.h"
 #include "server/generation_sink.h"
 #include "server/grpc/grpc_status.h"
@@ -156,6 +158,7 @@ class KServeGrpcService::UnaryCall final : public grpc::ServerUnaryReactor, publ
         cancellation_(std::make_shared<Cancellation>()),
         traceparent_(TraceparentFor(Metadata(*context, "traceparent"))) {
     service_.in_flight_.fetch_add(1, std::memory_order_relaxed);
+    service_.Hold();
   }
 
   const grpc::CallbackServerContext& context() const override { return *context_; }
@@ -167,7 +170,9 @@ class KServeGrpcService::UnaryCall final : public grpc::ServerUnaryReactor, publ
                     Metadata(*context_, "traceparent"), timings);
     context_->AddInitialMetadata("traceparent", traceparent_);
     context_->AddTrailingMetadata("server-timing", timings.ToServerTiming());
+    KServeGrpcService& service = service_;  // Finish() may delete this reactor.
     Finish(ToGrpcStatus(status));
+    service.LetGo();
   }
 
   void OnCancel() override { cancellation_->Cancel(); }
@@ -276,7 +281,9 @@ class KServeGrpcService::Stream final
           request_(std::move(request)),
           received_micros_(stream.service_.context_.clock().NowMicros()),
           // A span of its own in the stream's trace: each request is a request.
-          traceparent_(TraceparentFor(Metadata(*stream.context_, "traceparent"))) {}
+          traceparent_(TraceparentFor(Metadata(*stream.context_, "traceparent"))) {
+      stream_.service_.Hold();
+    }
 
     void Dispatch() {
       KServeGrpcService& service = stream_.service_;
@@ -307,9 +314,11 @@ class KServeGrpcService::Stream final
         answer_.mutable_infer_response()->set_model_name(request_.model_name());
       }
       Stream& stream = stream_;
+      KServeGrpcService& service = stream_.service_;  // The write may end the stream.
       inference::ModelStreamInferResponse answer = std::move(answer_);
       delete this;
       stream.Write(std::move(answer));
+      service.LetGo();
     }
 
    private:
@@ -367,6 +376,30 @@ class KServeGrpcService::Stream final
 KServeGrpcService::KServeGrpcService(ApiContext& context, Authenticator& auth, WorkPool& pool,
                                      const KServeGrpcServiceOptions& options)
     : context_(context), auth_(auth), pool_(pool), options_(options) {}
+
+KServeGrpcService::~KServeGrpcService() { AwaitCallsLetGo(); }
+
+void KServeGrpcService::AwaitCallsLetGo() {
+  std::unique_lock<std::mutex> lock(holders_mutex_);
+  // Every call is answered exactly once, so this ends; a call that never is would be a bug,
+  // and destroying the service under it a use-after-free: say so and keep waiting.
+  while (!no_holders_.wait_for(lock, std::chrono::seconds(5), [this] { return holders_ == 0; })) {
+    spdlog::error("gRPC service: {} calls still unanswered at shutdown; waiting for them",
+                  holders_);
+  }
+}
+
+void KServeGrpcService::Hold() {
+  std::lock_guard<std::mutex> lock(holders_mutex_);
+  ++holders_;
+}
+
+void KServeGrpcService::LetGo() {
+  // Notified under the lock: the destructor cannot return (and free the condition variable)
+  // before this call is done with it.
+  std::lock_guard<std::mutex> lock(holders_mutex_);
+  if (--holders_ == 0) no_holders_.notify_all();
+}
 
 bool KServeGrpcService::Begin(grpc::CallbackServerContext* context, std::string_view method,
                               Authenticator::RouteClass route, bool inference, UnaryCall** call) {

@@ -20,14 +20,20 @@
 //
 // Lifetime: the context, authenticator and pool must outlive the gRPC server serving this
 // service; a call's reactor lives until gRPC reports it done, and every reactor is finished
-// exactly once (by the core API's callback, which always runs).
+// exactly once (by the core API's callback, which always runs). A call holds the service from
+// its start until its answer is handed over (Answer's last step), and the destructor waits
+// for every call to let go: an infer's completion runs on the work pool and reads the
+// service up to that point, possibly after gRPC's Shutdown() has returned, and nothing in
+// gRPC orders that completion before the service's destruction.
 //
 // Thread-safety: gRPC calls the methods from its threads, concurrently.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "common/work_pool.h"
 #include "server/api_context.h"
@@ -46,6 +52,14 @@ class KServeGrpcService final : public inference::GRPCInferenceService::Callback
  public:
   KServeGrpcService(ApiContext& context, Authenticator& auth, WorkPool& pool,
                     const KServeGrpcServiceOptions& options);
+  // Waits until no call holds the service (see Lifetime above).
+  ~KServeGrpcService() override;
+
+  // Returns once every call taken has been answered and its answer handed to gRPC (the
+  // gRPC server that serves this service must have been shut down: no new calls). The
+  // server's owner calls it before destroying the grpc::Server, whose objects a completion
+  // is still reading inside Finish() when gRPC already counts the call as done.
+  void AwaitCallsLetGo();
 
   // Calls taken and not yet done (their reactor not yet released by gRPC).
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
@@ -90,6 +104,15 @@ class KServeGrpcService final : public inference::GRPCInferenceService::Callback
   // On the work pool: translates `request`, calls the core API, answers `call`.
   void RunInfer(InferCall* call, const inference::ModelInferRequest& request,
                 inference::ModelInferResponse* response);
+  // A call takes the service when it starts and lets go as the last thing its answer does;
+  // the pair is a mutex and a condition variable (not an atomic) so that the destructor's
+  // wait is ordered after everything a completion did, for TSan too.
+  void Hold();
+  void LetGo();
+
+  std::mutex holders_mutex_;
+  std::condition_variable no_holders_;
+  int64_t holders_ = 0;  // Guarded by holders_mutex_.
 
   ApiContext& context_;
   Authenticator& auth_;
