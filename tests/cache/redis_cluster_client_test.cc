@@ -1,8 +1,9 @@
 // Redis Cluster routing: slots, hash tags, address lists, CLUSTER SLOTS and redirect parsing
 // as pure functions; then RedisClusterClient against a real local cluster (3 masters, 3
 // replicas; redis_cluster_fixture.h): MultiGet across slots, MOVED after a slot is moved,
-// ASK during a slot's migration, DeleteByPattern on every master, and a master killed under
-// calls (every callback on time, answers right, service back after the failover).
+// ASK during a slot's migration, DeleteByPattern on every master, a stream's appends and reads
+// following it to its new master, and a master killed under calls (every callback on time,
+// answers right, service back after the failover).
 #include "cache/redis_cluster_client.h"
 
 #include <gtest/gtest.h>
@@ -336,6 +337,68 @@ TEST_F(RedisClusterClientTest, MovedAfterReshardingIsFollowedAndRemembered) {
   EXPECT_EQ(client->cluster_stats().moved, moved);
 }
 
+TEST_F(RedisClusterClientTest, StreamAppendAndReadRouteByKeyAndFollowTheStreamWhenItMoves) {
+  MetricsRegistry metrics;
+  auto client = Client(Options(), &metrics);
+  using Entries = std::vector<RedisClient::StreamEntry>;
+  auto append = [&](std::string value) {
+    return Await<Result<std::string>>(
+        [&](auto cb) { client->StreamAppend("log", std::move(value), 100, cb); });
+  };
+  auto read = [&](std::string after) {
+    return Await<Result<Entries>>(
+        [&](auto cb) { client->StreamRead("log", std::move(after), 100, cb); });
+  };
+  const std::string binary("a\0b", 3);
+  std::vector<std::string> ids;
+  for (const std::string& v : {std::string("one"), binary}) {
+    auto id = append(v);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+  }
+  // On the master of the key's slot, as a stream.
+  const std::string key = client->PrefixedKey("log");
+  const int slot = RedisKeySlot(key);
+  const int from = cluster_.MasterOfSlot(slot);
+  EXPECT_EQ(cluster_.node(static_cast<size_t>(from)).CommandText({"XLEN", key}), "2");
+  auto all = read("");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, ids[0]);
+  EXPECT_EQ((*all)[1].value, binary);
+  EXPECT_TRUE(read(ids[1])->empty());
+  auto missing = Await<Result<Entries>>([&](auto cb) { client->StreamRead("nolog", "", 10, cb); });
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_TRUE(missing->empty());
+  auto bad = Await<Result<Entries>>([&](auto cb) { client->StreamRead("log", "x", 10, cb); });
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+
+  // The slot moves: the stream goes with it, the calls follow MOVED there.
+  std::vector<int> masters = cluster_.Masters();
+  const int to = masters[0] == from ? masters[1] : masters[0];
+  MoveSlot(slot, from, to, /*finish=*/true);
+  auto after_move = read(ids[0]);
+  ASSERT_TRUE(after_move.ok()) << after_move.status().ToString();
+  ASSERT_EQ(after_move->size(), 1u);
+  EXPECT_EQ(after_move->front().value, binary);
+  EXPECT_GE(client->cluster_stats().moved, 1u);
+  auto id = append("three");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto tail = read(ids[1]);
+  ASSERT_TRUE(tail.ok());
+  ASSERT_EQ(tail->size(), 1u);
+  EXPECT_EQ(tail->front().id, *id);
+  EXPECT_EQ(cluster_.node(static_cast<size_t>(to)).CommandText({"XLEN", key}), "3");
+
+  const std::string text = metrics.Serialize();
+  EXPECT_NE(text.find("tailcut_redis_commands_total{command=\"xadd\",result=\"ok\"} 3"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tailcut_redis_commands_total{command=\"xrange\",result=\"ok\"} 5"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(RedisClusterClientTest, AskDuringMigrationReachesTheImportingNode) {
   auto client = Client(Options());
   // One slot (hash tag), two keys: one migrated to the importing node, one not yet.
@@ -401,8 +464,10 @@ TEST_F(RedisClusterClientTest, AMasterKilledFailsOverWhileEveryCallIsAnsweredOnT
   const int victim = cluster_.MasterOfSlot(slot);
   const int replica = cluster_.ReplicaOf(victim, 0);
   ASSERT_GE(replica, 0);
-  // Every write is on the replica before the kill (replication is asynchronous).
-  ASSERT_EQ(cluster_.node(static_cast<size_t>(victim)).CommandText({"WAIT", "1", "1000"}), "1");
+  // Every write is on the replica before the kill (replication is asynchronous: a write the
+  // replica had not applied would be lost with the master, and its key missed for good).
+  std::string error;
+  ASSERT_TRUE(cluster_.WaitReplicaCaughtUp(victim, replica, 10s, &error)) << error;
   cluster_.node(static_cast<size_t>(victim)).Kill();
 
   // Calls go on throughout the failover: each is answered within its deadline, and what it

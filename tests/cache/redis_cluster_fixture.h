@@ -182,6 +182,27 @@ class RedisCluster {
 
   std::string NodeId(size_t i) const { return nodes_[i]->CommandText({"CLUSTER", "MYID"}); }
 
+  // Until replica `replica` has applied everything master `master` has written
+  // (slave_repl_offset >= the master's master_repl_offset), or `timeout`; false with `error`
+  // set. WAIT cannot say this for a test: it counts acknowledgements of the asking
+  // connection's own writes, and the fixture's connections write nothing.
+  bool WaitReplicaCaughtUp(int master, int replica, std::chrono::milliseconds timeout,
+                           std::string* error) const {
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    const int64_t target = InfoNumber(static_cast<size_t>(master), "master_repl_offset");
+    while (true) {
+      const int64_t applied = InfoNumber(static_cast<size_t>(replica), "slave_repl_offset");
+      if (target >= 0 && applied >= target) return true;
+      if (std::chrono::steady_clock::now() > give_up) {
+        *error = "replica " + std::to_string(nodes_[static_cast<size_t>(replica)]->port()) +
+                 " at offset " + std::to_string(applied) + ", its master at " +
+                 std::to_string(target);
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
   // Until every live node says cluster_state:ok and they all name the same master for every
   // slot (probed at range starts), or `timeout`; false with `error` set.
   bool WaitHealthy(std::chrono::milliseconds timeout, std::string* error) const {
@@ -232,6 +253,14 @@ class RedisCluster {
       }
     }
     return true;
+  }
+
+  // A number field of node `i`'s INFO replication; -1 when absent.
+  int64_t InfoNumber(size_t i, const std::string& field) const {
+    const std::string text = nodes_[i]->CommandText({"INFO", "replication"});
+    const size_t at = text.find(field + ":");
+    if (at == std::string::npos) return -1;
+    return std::atoll(text.c_str() + at + field.size() + 1);
   }
 
   static std::string FindCli() {
