@@ -9,15 +9,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <exception>
+#include <system_error>
 #include <utility>
 
 namespace tailcut {
 namespace {
 
-constexpr const char* kOpNames[] = {"mget", "get",    "set",  "trylock", "unlock",
-                                    "scan", "unlink", "ping", "raw"};
+constexpr const char* kOpNames[] = {"mget",   "get",  "set",  "trylock", "unlock", "scan",
+                                    "unlink", "ping", "xadd", "xrange",  "raw"};
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const {
@@ -148,6 +150,90 @@ Status PingOk(const redisReply* r) {
     return Status::Internal("redis PING: unexpected reply");
   }
   return Status::Ok();
+}
+
+Result<std::string> StreamAppendId(const redisReply* r) {
+  if (r->type != REDIS_REPLY_STRING || !ParseStreamId(ReplyText(r))) {
+    return Status::Internal("redis XADD: unexpected reply");
+  }
+  return std::string(ReplyText(r));
+}
+
+Result<std::vector<RedisClient::StreamEntry>> StreamEntries(const redisReply* r) {
+  // RESP2: [[id, [field, value, field, value...]], ...].
+  if (r->type != REDIS_REPLY_ARRAY) return Status::Internal("redis XRANGE: unexpected reply");
+  std::vector<RedisClient::StreamEntry> entries;
+  entries.reserve(r->elements);
+  for (size_t i = 0; i < r->elements; ++i) {
+    const redisReply* e = r->element[i];
+    if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING || !ParseStreamId(ReplyText(e->element[0]))) {
+      return Status::Internal("redis XRANGE: unexpected entry");
+    }
+    RedisClient::StreamEntry entry;
+    entry.id = std::string(ReplyText(e->element[0]));
+    const redisReply* fields = e->element[1];
+    if (fields->type == REDIS_REPLY_ARRAY) {
+      if (fields->elements % 2 != 0) return Status::Internal("redis XRANGE: unexpected fields");
+      for (size_t f = 0; f < fields->elements; f += 2) {
+        const redisReply* name = fields->element[f];
+        const redisReply* value = fields->element[f + 1];
+        if (name->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING) {
+          return Status::Internal("redis XRANGE: unexpected fields");
+        }
+        if (ReplyText(name) == "v") {
+          entry.value = std::string(ReplyText(value));
+          break;
+        }
+      }
+    } else if (fields->type != REDIS_REPLY_NIL) {
+      return Status::Internal("redis XRANGE: unexpected fields");
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> ParseStreamId(std::string_view id) {
+  auto number = [](std::string_view digits, uint64_t* out) {
+    if (digits.empty()) return false;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;  // from_chars alone would take a leading '-'.
+    }
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *out);
+    return ec == std::errc() && end == digits.data() + digits.size();
+  };
+  std::pair<uint64_t, uint64_t> parsed{0, 0};
+  const size_t dash = id.find('-');
+  if (!number(id.substr(0, dash), &parsed.first)) return std::nullopt;
+  if (dash != std::string_view::npos && !number(id.substr(dash + 1), &parsed.second)) {
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+std::vector<std::string> StreamAppendArgv(std::string key, std::string value, int64_t max_entries) {
+  std::vector<std::string> argv{"XADD", std::move(key)};
+  if (max_entries > 0) {
+    // Approximate: Redis trims whole nodes, which costs far less than trimming to the entry.
+    argv.insert(argv.end(), {"MAXLEN", "~", std::to_string(max_entries)});
+  }
+  argv.insert(argv.end(), {"*", "v"});
+  argv.push_back(std::move(value));
+  return argv;
+}
+
+Result<std::vector<std::string>> StreamReadArgv(std::string key, std::string_view after_id,
+                                                int64_t count) {
+  if (count <= 0) return Status::InvalidArgument("redis StreamRead: count must be > 0");
+  if (!after_id.empty() && !ParseStreamId(after_id)) {
+    return Status::InvalidArgument("redis StreamRead: malformed stream id '" +
+                                   std::string(after_id) + "'");
+  }
+  // "(id": exclusive (Redis >= 6.2). "-": the smallest id, for a read from the start.
+  std::string start = after_id.empty() ? std::string("-") : "(" + std::string(after_id);
+  return std::vector<std::string>{"XRANGE", std::move(key), std::move(start),
+                                  "+",      "COUNT",        std::to_string(count)};
 }
 
 std::string KeyPrefix(const RedisOptions& options) {
@@ -352,6 +438,29 @@ void RedisClientImpl::Ping(std::function<void(Status)> done) {
   Submit(Op::kPing, {"PING"}, [done = std::move(done)](const redisReply* r, const Status& s) {
     done(s.ok() ? redis_internal::PingOk(r) : s);
   });
+}
+
+void RedisClientImpl::StreamAppend(std::string key, std::string value, int64_t max_entries,
+                                   std::function<void(Result<std::string>)> done) {
+  Submit(Op::kStreamAppend,
+         redis_internal::StreamAppendArgv(PrefixedKey(key), std::move(value), max_entries),
+         [done = std::move(done)](const redisReply* r, const Status& s) {
+           if (!done) return;
+           if (!s.ok()) return done(s);
+           done(redis_internal::StreamAppendId(r));
+         });
+}
+
+void RedisClientImpl::StreamRead(std::string key, std::string after_id, int64_t count,
+                                 std::function<void(Result<std::vector<StreamEntry>>)> done) {
+  Result<std::vector<std::string>> argv =
+      redis_internal::StreamReadArgv(PrefixedKey(key), after_id, count);
+  if (!argv.ok()) return done(argv.status());
+  Submit(Op::kStreamRead, std::move(argv).value(),
+         [done = std::move(done)](const redisReply* r, const Status& s) {
+           if (!s.ok()) return done(s);
+           done(redis_internal::StreamEntries(r));
+         });
 }
 
 void RedisClientImpl::DeleteByPattern(std::string pattern,

@@ -72,6 +72,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cache/circuit_breaker.h"
@@ -176,9 +177,33 @@ class RedisClient {
   // UNLINK, kScanBatch keys per step); the count of deleted keys. Each step has the command
   // timeout; the whole takes one round trip per step, so it scales with the keyspace. Meant
   // for admin paths (cache flush), not requests. Not atomic against concurrent writers.
-  virtual void DeleteByPattern(std::string pattern,
-                               std::function<void(Result<int64_t>)> done) = 0;
+  virtual void DeleteByPattern(std::string pattern, std::function<void(Result<int64_t>)> done) = 0;
   virtual void Ping(std::function<void(Status)> done) = 0;
+
+  // Redis Streams as an append-only log that several clients share (each entry one value,
+  // in field "v"). Stream keys are prefixed like the others but get no TTL: MAXLEN bounds
+  // them. Ids are "<ms>-<seq>", increasing; compare them as that pair of numbers, not as text.
+  struct StreamEntry {
+    std::string id;
+    std::string value;
+
+    bool operator==(const StreamEntry&) const = default;
+  };
+  // XADD key MAXLEN ~ max_entries * v <value>: appends `value` to the stream `key` (made if
+  // missing) and returns the new entry's id. Trimming is approximate (`~`): Redis removes
+  // whole stream nodes only (stream-node-max-entries, 100 by default), so at least
+  // max_entries and at most about max_entries + a node's worth stay. max_entries <= 0: no
+  // trimming. `done` may be null.
+  virtual void StreamAppend(std::string key, std::string value, int64_t max_entries,
+                            std::function<void(Result<std::string>)> done) = 0;
+  // XRANGE key (after_id + COUNT count: up to `count` entries with ids greater than
+  // `after_id`, oldest first; "" or "0-0" = from the start. Empty when there are none or the
+  // stream does not exist, so a reader polls with the last id it has seen, and reads a whole
+  // stream page by page. An entry without field "v" (not written by StreamAppend) comes back
+  // with an empty value, so that a reader still moves past it. InvalidArgument, at once, for
+  // count <= 0 or an after_id that is not "<ms>", "<ms>-<seq>" or "".
+  virtual void StreamRead(std::string key, std::string after_id, int64_t count,
+                          std::function<void(Result<std::vector<StreamEntry>>)> done) = 0;
 
   virtual BreakerState breaker_state() const = 0;
   virtual Stats stats() const = 0;
@@ -197,8 +222,7 @@ class RedisClientImpl final : public RedisClient {
   RedisClientImpl& operator=(const RedisClientImpl&) = delete;
 
   void MultiGet(std::vector<std::string> keys,
-                std::function<void(Result<std::vector<std::optional<std::string>>>)> done)
-      override;
+                std::function<void(Result<std::vector<std::optional<std::string>>>)> done) override;
   void Get(std::string key, std::function<void(Result<std::optional<std::string>>)> done) override;
   void Set(std::string key, std::string value, int64_t ttl_seconds,
            std::function<void(Status)> done) override;
@@ -207,6 +231,10 @@ class RedisClientImpl final : public RedisClient {
   void Unlock(std::string key, std::string token, std::function<void(Result<bool>)> done) override;
   void DeleteByPattern(std::string pattern, std::function<void(Result<int64_t>)> done) override;
   void Ping(std::function<void(Status)> done) override;
+  void StreamAppend(std::string key, std::string value, int64_t max_entries,
+                    std::function<void(Result<std::string>)> done) override;
+  void StreamRead(std::string key, std::string after_id, int64_t count,
+                  std::function<void(Result<std::vector<StreamEntry>>)> done) override;
 
   BreakerState breaker_state() const override { return breaker_.state(); }
   Stats stats() const override;
@@ -243,6 +271,8 @@ class RedisClientImpl final : public RedisClient {
     kScan,
     kUnlink,
     kPing,
+    kStreamAppend,
+    kStreamRead,
     kRaw,
     kCount
   };
@@ -350,6 +380,17 @@ Status SetOk(const redisReply* r);
 Result<bool> TryLockHeld(const redisReply* r);
 Result<bool> UnlockDeleted(const redisReply* r);
 Status PingOk(const redisReply* r);
+Result<std::string> StreamAppendId(const redisReply* r);
+Result<std::vector<RedisClient::StreamEntry>> StreamEntries(const redisReply* r);
+
+// A stream id, "<ms>-<seq>" or "<ms>" (seq 0), as the pair Redis orders ids by; nullopt if
+// malformed (empty, a sign, not digits, out of 64 bits).
+std::optional<std::pair<uint64_t, uint64_t>> ParseStreamId(std::string_view id);
+// The commands of StreamAppend and StreamRead, for a key already prefixed; StreamReadArgv
+// checks count and after_id (InvalidArgument).
+std::vector<std::string> StreamAppendArgv(std::string key, std::string value, int64_t max_entries);
+Result<std::vector<std::string>> StreamReadArgv(std::string key, std::string_view after_id,
+                                                int64_t count);
 
 // The per-command metrics both clients export, one child per (command, result):
 // tailcut_redis_commands_total{command,result} and

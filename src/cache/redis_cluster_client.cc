@@ -13,8 +13,8 @@ namespace {
 using redis_internal::ErrorReplyStatus;
 using Values = std::vector<std::optional<std::string>>;
 
-constexpr const char* kOpNames[] = {"mget",   "get",  "set",    "trylock",
-                                    "unlock", "scan", "unlink", "ping"};
+constexpr const char* kOpNames[] = {"mget", "get",    "set",  "trylock", "unlock",
+                                    "scan", "unlink", "ping", "xadd",    "xrange"};
 
 std::string_view ReplyText(const redisReply* r) {
   return {r->str, static_cast<size_t>(r->len)};
@@ -657,6 +657,40 @@ void RedisClusterClient::Unlock(std::string key, std::string token,
           Result<bool> deleted = s.ok() ? redis_internal::UnlockDeleted(r) : Result<bool>(s);
           Count(Op::kUnlock, start, deleted.status());
           if (done) done(std::move(deleted));
+        });
+}
+
+void RedisClusterClient::StreamAppend(std::string key, std::string value, int64_t max_entries,
+                                      std::function<void(Result<std::string>)> done) {
+  RequestRefresh(/*urgent=*/false);
+  const int64_t start = clock_.NowMicros();
+  std::string k = PrefixedKey(key);
+  const int slot = RedisKeySlot(k);
+  Route(slot, redis_internal::StreamAppendArgv(std::move(k), std::move(value), max_entries),
+        start + options_.command_timeout_millis * 1000,
+        [this, start, done = std::move(done)](const redisReply* r, const Status& s) {
+          Result<std::string> id =
+              s.ok() ? redis_internal::StreamAppendId(r) : Result<std::string>(s);
+          Count(Op::kStreamAppend, start, id.status());
+          if (done) done(std::move(id));
+        });
+}
+
+void RedisClusterClient::StreamRead(std::string key, std::string after_id, int64_t count,
+                                    std::function<void(Result<std::vector<StreamEntry>>)> done) {
+  using Entries = std::vector<StreamEntry>;
+  std::string k = PrefixedKey(key);
+  const int slot = RedisKeySlot(k);
+  Result<std::vector<std::string>> argv =
+      redis_internal::StreamReadArgv(std::move(k), after_id, count);
+  if (!argv.ok()) return done(argv.status());
+  RequestRefresh(/*urgent=*/false);
+  const int64_t start = clock_.NowMicros();
+  Route(slot, std::move(argv).value(), start + options_.command_timeout_millis * 1000,
+        [this, start, done = std::move(done)](const redisReply* r, const Status& s) {
+          Result<Entries> entries = s.ok() ? redis_internal::StreamEntries(r) : Result<Entries>(s);
+          Count(Op::kStreamRead, start, entries.status());
+          done(std::move(entries));
         });
 }
 

@@ -28,7 +28,8 @@
 //    with CROSSSLOT), pipelined on each node's connection, and merges the values in the keys'
 //    order. If some slots fail (their master is down, failing over), their keys come back as
 //    misses and the rest as found: the cache recomputes only those; if every slot fails, the
-//    call fails. TryLock, Unlock (EVAL, one key), Get and Set route by their one key.
+//    call fails. TryLock, Unlock (EVAL, one key), Get, Set, StreamAppend and StreamRead
+//    route by their one key (a stream is one key: the whole log lives on one master).
 //    DeleteByPattern fetches the slot map afresh, then runs SCAN on every master and UNLINK
 //    per slot of the keys found. Ping pings every master.
 //  - Hash tags: none are added. No command here needs two keys on one slot (MGET is split,
@@ -98,6 +99,10 @@ class RedisClusterClient final : public RedisClient {
   void Unlock(std::string key, std::string token, std::function<void(Result<bool>)> done) override;
   void DeleteByPattern(std::string pattern, std::function<void(Result<int64_t>)> done) override;
   void Ping(std::function<void(Status)> done) override;
+  void StreamAppend(std::string key, std::string value, int64_t max_entries,
+                    std::function<void(Result<std::string>)> done) override;
+  void StreamRead(std::string key, std::string after_id, int64_t count,
+                  std::function<void(Result<std::vector<StreamEntry>>)> done) override;
 
   // The worst state among the masters of the slot map (the seeds' before it is known).
   BreakerState breaker_state() const override;
@@ -123,7 +128,19 @@ class RedisClusterClient final : public RedisClient {
   std::string PrefixedKey(std::string_view key) const;
 
  private:
-  enum class Op : uint8_t { kMget, kGet, kSet, kTryLock, kUnlock, kScan, kUnlink, kPing, kCount };
+  enum class Op : uint8_t {
+    kMget,
+    kGet,
+    kSet,
+    kTryLock,
+    kUnlock,
+    kScan,
+    kUnlink,
+    kPing,
+    kStreamAppend,
+    kStreamRead,
+    kCount
+  };
   enum class Outcome : uint8_t { kOk, kError, kTimeout, kRejected, kCount };
   using ReplyHandler = RedisClientImpl::ReplyHandler;
 

@@ -22,6 +22,7 @@ Runner AddBenchEngineCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
 Runner AddQuantizeGgufCommand(CLI::App& app);
 Runner AddPerplexityCommand(CLI::App& app);
+Runner AddSemanticPairsCommand(CLI::App& app);
 
 // Options shared by the subcommands that load one model.
 struct ModelOptions {

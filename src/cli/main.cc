@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   runners["bench-engine"] = tailcut::cli::AddBenchEngineCommand(app);
   runners["quantize-gguf"] = tailcut::cli::AddQuantizeGgufCommand(app);
   runners["perplexity"] = tailcut::cli::AddPerplexityCommand(app);
+  runners["semantic-pairs"] = tailcut::cli::AddSemanticPairsCommand(app);
 
   try {
     app.parse(argc, argv);

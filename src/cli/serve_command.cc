@@ -63,6 +63,7 @@ int RunServe(ServerConfigLoader& loader) {
   // Declared before everything its tasks refer to (the context, the router, the service's
   // callbacks), and stopped explicitly below once the server has stopped handing it work.
   WorkPool work_pool(config.work_pool);
+  (*service)->SetWorkPool(&work_pool);
   // Before the context, which hands it spans, and destroyed after it (sending what is queued).
   std::unique_ptr<TraceExporter> tracer;
   if (!config.tracing.otlp_endpoint.empty()) {
@@ -150,10 +151,10 @@ int RunServe(ServerConfigLoader& loader) {
       TAILCUT_VERSION, config.http.host, server->port(), OrtEnvironment::RuntimeVersion(),
       layout.cpus, layout.batch_workers, OrtEnvironment::Get().intra_op_threads(), layout.rule,
       work_pool.threads());
-  spdlog::info("access: {} API keys ({}), {} admin keys", authenticator.api_key_count(),
-               authenticator.api_keys_required() ? "inference routes need a key"
-                                                 : "inference routes open",
-               authenticator.admin_key_count());
+  spdlog::info(
+      "access: {} API keys ({}), {} admin keys", authenticator.api_key_count(),
+      authenticator.api_keys_required() ? "inference routes need a key" : "inference routes open",
+      authenticator.admin_key_count());
   if (IsLoopback(config.http.host)) {
     spdlog::info("bound to loopback only; set --host 0.0.0.0 to accept other machines");
   } else {

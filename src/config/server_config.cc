@@ -127,25 +127,30 @@ std::vector<Setting> BuildSettings() {
                   .AtLeast(0));
 
   // auth: API keys, admin keys, rate limits (AuthOptions).
-  t.push_back(Field("auth.api_keys_file",
-                    "File of API keys, one per line: '<key> [<requests per second>]'. With any "
-                    "API key configured, inference routes need 'Authorization: Bearer <key>'.",
-                    [](auto& c) -> auto& { return c.auth.api_keys_file; }));
-  t.push_back(Field("auth.api_keys",
-                    "More API keys, comma-separated (set it as TAILCUT_AUTH_API_KEYS, not a flag).",
-                    [](auto& c) -> auto& { return c.auth.api_keys; }));
-  t.push_back(Field("auth.admin_keys",
-                    "Keys for the /admin routes, comma-separated; without any they are refused.",
-                    [](auto& c) -> auto& { return c.auth.admin_keys; }));
+  t.push_back(Field(
+      "auth.api_keys_file",
+      "File of API keys, one per line: '<key> [<requests per second>]'. With any "
+      "API key configured, inference routes need 'Authorization: Bearer <key>'.",
+      [](auto& c) -> auto& { return c.auth.api_keys_file; }));
+  t.push_back(Field(
+      "auth.api_keys",
+      "More API keys, comma-separated (set it as TAILCUT_AUTH_API_KEYS, not a flag).",
+      [](auto& c) -> auto& { return c.auth.api_keys; }));
+  t.push_back(Field(
+      "auth.admin_keys",
+      "Keys for the /admin routes, comma-separated; without any they are refused.",
+      [](auto& c) -> auto& { return c.auth.admin_keys; }));
   t.push_back(Field(
                   "auth.rate_limit_per_s",
                   "Default per-key request rate limit (requests/s); 0 = unlimited.",
                   [](auto& c) -> auto& { return c.auth.rate_limit_per_s; })
                   .AtLeast(0));
-  t.push_back(Field("auth.public_health", "Health routes need no key even when keys are set.",
-                    [](auto& c) -> auto& { return c.auth.public_health; }));
-  t.push_back(Field("auth.public_metrics", "/metrics needs no key even when keys are set.",
-                    [](auto& c) -> auto& { return c.auth.public_metrics; }));
+  t.push_back(Field(
+      "auth.public_health", "Health routes need no key even when keys are set.",
+      [](auto& c) -> auto& { return c.auth.public_health; }));
+  t.push_back(Field(
+      "auth.public_metrics", "/metrics needs no key even when keys are set.",
+      [](auto& c) -> auto& { return c.auth.public_metrics; }));
 
   // models: the repository (InferenceServiceOptions).
   t.push_back(Field(
@@ -260,12 +265,13 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.text.default_timeout_micros; },
                   [](auto& c) -> auto& { return c.service.tensor.default_timeout_micros; })
                   .AtLeast(0));
-  t.push_back(Bind("requests.max_queue_delay_millis",
-                   "Refuse (429) a request when the work ahead of it (the running batch's rest "
-                   "and the queued rows, at the batch cost fitted to recent batches, plus the "
-                   "measured margin of waits over estimates) would take longer than this before "
-                   "its first batch; 0 = off.",
-                   1000, [](auto& c) -> auto& { return c.service.text.max_queue_delay_micros; })
+  t.push_back(Bind(
+                  "requests.max_queue_delay_millis",
+                  "Refuse (429) a request when the work ahead of it (the running batch's rest "
+                  "and the queued rows, at the batch cost fitted to recent batches, plus the "
+                  "measured margin of waits over estimates) would take longer than this before "
+                  "its first batch; 0 = off.",
+                  1000, [](auto& c) -> auto& { return c.service.text.max_queue_delay_micros; })
                   .AtLeast(0));
   t.push_back(Field(
                   "requests.max_inputs_per_request",
@@ -274,31 +280,35 @@ std::vector<Setting> BuildSettings() {
                   .AtLeast(1));
 
   // cache: the embedding cache hierarchy (L1CacheOptions, EmbeddingCacheOptions).
-  t.push_back(Field("cache.enabled",
-                    "Cache embeddings in process (L1). Single-flight and Redis (if enabled) still work "
-                    "without it.",
-                    [](auto& c) -> auto& { return c.service.cache_enabled; }));
+  t.push_back(Field(
+      "cache.enabled",
+      "Cache embeddings in process (L1). Single-flight and Redis (if enabled) still work "
+      "without it.",
+      [](auto& c) -> auto& { return c.service.cache_enabled; }));
   t.push_back(Field(
                   "cache.l1_capacity_bytes", "Bytes the in-process cache may hold.",
                   [](auto& c) -> auto& { return c.service.l1.capacity_bytes; })
                   .AtLeast(1));
-  t.push_back(Bind("cache.l1_ttl_seconds", "How long an L1 entry stays valid; 0 = no expiry.",
-                   1'000'000, [](auto& c) -> auto& { return c.service.l1.ttl_micros; })
+  t.push_back(Bind(
+                  "cache.l1_ttl_seconds", "How long an L1 entry stays valid; 0 = no expiry.",
+                  1'000'000, [](auto& c) -> auto& { return c.service.l1.ttl_micros; })
                   .AtLeast(0));
   t.push_back(Field(
                   "cache.l1_shards", "Lock stripes of the in-process cache.",
                   [](auto& c) -> auto& { return c.service.l1.shards; })
                   .AtLeast(1)
                   .AtMost(1024));
-  t.push_back(Field("cache.l1_admission_filter",
-                    "W-TinyLFU admission (resists one-hit wonders); false = plain segmented LRU.",
-                    [](auto& c) -> auto& { return c.service.l1.admission_filter; }));
-  t.push_back(Field("cache.single_flight",
-                    "Identical concurrent misses in this process share one computation.",
-                    [](auto& c) -> auto& { return c.service.cache.single_flight; }));
-  t.push_back(Field("cache.distributed_single_flight",
-                    "With Redis: one replica computes a missing key, the others wait for it.",
-                    [](auto& c) -> auto& { return c.service.cache.distributed_single_flight; }));
+  t.push_back(Field(
+      "cache.l1_admission_filter",
+      "W-TinyLFU admission (resists one-hit wonders); false = plain segmented LRU.",
+      [](auto& c) -> auto& { return c.service.l1.admission_filter; }));
+  t.push_back(Field(
+      "cache.single_flight", "Identical concurrent misses in this process share one computation.",
+      [](auto& c) -> auto& { return c.service.cache.single_flight; }));
+  t.push_back(Field(
+      "cache.distributed_single_flight",
+      "With Redis: one replica computes a missing key, the others wait for it.",
+      [](auto& c) -> auto& { return c.service.cache.distributed_single_flight; }));
   t.push_back(Field(
                   "cache.lock_ttl_millis",
                   "Expiry of the cross-replica computation lock (bounds waits on a dead holder).",
@@ -314,14 +324,16 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.cache.remote_poll_millis; })
                   .AtLeast(1));
 
-  t.push_back(Field("cache.warmup",
-                    "Predictive warm-up: refresh entries of keys forecast to stay hot before "
-                    "they expire.",
-                    [](auto& c) -> auto& { return c.service.text.warmup; }));
-  t.push_back(Bind("cache.warmup_bucket_seconds",
-                   "Forecasting step: counts per key per bucket; warm-up runs once per bucket.",
-                   1'000'000,
-                   [](auto& c) -> auto& { return c.service.text.warmup_tracker.bucket_micros; })
+  t.push_back(Field(
+      "cache.warmup",
+      "Predictive warm-up: refresh entries of keys forecast to stay hot before "
+      "they expire.",
+      [](auto& c) -> auto& { return c.service.text.warmup; }));
+  t.push_back(Bind(
+                  "cache.warmup_bucket_seconds",
+                  "Forecasting step: counts per key per bucket; warm-up runs once per bucket.",
+                  1'000'000,
+                  [](auto& c) -> auto& { return c.service.text.warmup_tracker.bucket_micros; })
                   .AtLeast(1));
   t.push_back(Field(
                   "cache.warmup_tracked_keys", "Keys whose request counts are tracked at most.",
@@ -336,10 +348,10 @@ std::vector<Setting> BuildSettings() {
                   "Requests a key must be forecast to get in the next bucket to be warmed.",
                   [](auto& c) -> auto& { return c.service.text.warmup_min_forecast; })
                   .AtLeast(0));
-  t.push_back(Bind("cache.warmup_refresh_horizon_seconds",
-                   "Warm entries that would expire within this long (or are missing).",
-                   1'000'000,
-                   [](auto& c) -> auto& { return c.service.text.warmup_refresh_horizon_micros; })
+  t.push_back(Bind(
+                  "cache.warmup_refresh_horizon_seconds",
+                  "Warm entries that would expire within this long (or are missing).", 1'000'000,
+                  [](auto& c) -> auto& { return c.service.text.warmup_refresh_horizon_micros; })
                   .AtLeast(0));
   t.push_back(Field(
                   "cache.warmup_max_recompute_per_bucket",
@@ -347,23 +359,97 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.text.warmup_max_recompute_per_bucket; })
                   .AtLeast(0));
 
-  // redis: the shared L2 tier (RedisOptions); off unless redis.enabled.
-  t.push_back(Field("redis.enabled", "Use Redis as the shared L2 cache tier.",
-                    [](auto& c) -> auto& { return c.service.redis_enabled; }));
+  // semantic_cache: generated answers reused for the same question (SemanticCacheOptions).
   t.push_back(Field(
-                  "redis.host", "Redis address.",
-                  [](auto& c) -> auto& { return c.service.redis.host; })
-                  .NonEmpty());
+      "semantic.enabled",
+      "Answer generation requests from cached answers to the same question "
+      "(deterministic requests only, unless cache_sampling_requests).",
+      [](auto& c) -> auto& { return c.service.semantic_cache.enabled; }));
   t.push_back(Field(
-                  "redis.port", "Redis port.",
-                  [](auto& c) -> auto& { return c.service.redis.port; })
+                  "semantic.policy",
+                  "How a cached query is judged the same question: verifier (trained pair "
+                  "classifier at the max_wrong_hits_per_mille bound), cosine (min_cosine_per_mille "
+                  "alone), exact (identical text only).",
+                  [](auto& c) -> auto& { return c.service.semantic_cache.policy; })
+                  .OneOf({"verifier", "cosine", "exact"}));
+  t.push_back(Field(
+      "semantic.embedding_model",
+      "Text-embedding model that embeds queries; empty = the default one.",
+      [](auto& c) -> auto& { return c.service.semantic_cache.embedding_model; }));
+  t.push_back(
+      Field(
+          "semantic.max_wrong_hits_per_mille",
+          "Verifier policy: the share of hits that may be wrong (per thousand, as "
+          "measured on held-out labelled question pairs); 0 = the verifier's default.",
+          [](auto& c) -> auto& { return c.service.semantic_cache.max_wrong_hits_per_mille; })
+          .AtLeast(0)
+          .AtMost(1000));
+  t.push_back(Field(
+                  "semantic.min_cosine_per_mille",
+                  "Cosine policy: the threshold (per thousand). Verifier policy: candidates "
+                  "below it are not scored.",
+                  [](auto& c) -> auto& { return c.service.semantic_cache.min_cosine_per_mille; })
+                  .AtLeast(0)
+                  .AtMost(1000));
+  t.push_back(Field(
+                  "semantic.candidates", "Nearest cached queries scored per lookup.",
+                  [](auto& c) -> auto& { return c.service.semantic_cache.candidates; })
                   .AtLeast(1)
-                  .AtMost(65535));
-  t.push_back(Field("redis.username", "ACL user; empty = the default user.",
-                    [](auto& c) -> auto& { return c.service.redis.username; }));
-  t.push_back(Field("redis.password",
-                    "Password (AUTH); never logged. Prefer TAILCUT_REDIS_PASSWORD to a flag.",
-                    [](auto& c) -> auto& { return c.service.redis.password; }));
+                  .AtMost(64));
+  t.push_back(Field(
+      "semantic.cache_sampling_requests",
+      "Also cache requests that sample (temperature > 0 without a seed).",
+      [](auto& c) -> auto& { return c.service.semantic_cache.cache_sampling_requests; }));
+  t.push_back(Field(
+                  "semantic.max_answer_bytes", "Longest answer text stored.",
+                  [](auto& c) -> auto& { return c.service.semantic_cache.max_answer_bytes; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "semantic.capacity_bytes",
+                  "Bytes the in-process semantic cache may hold (least recently used go first).",
+                  [](auto& c) -> auto& { return c.service.semantic_cache.store.capacity_bytes; })
+                  .AtLeast(1));
+  t.push_back(Bind(
+                  "semantic.ttl_seconds", "How long a cached answer may be served; 0 = no expiry.",
+                  1'000'000,
+                  [](auto& c) -> auto& { return c.service.semantic_cache.store.ttl_micros; })
+                  .AtLeast(0));
+
+  t.push_back(Field(
+      "semantic.share_through_redis",
+      "With redis.enabled: replicas share cached answers through a Redis stream.",
+      [](auto& c) -> auto& { return c.service.semantic_sync.enabled; }));
+  t.push_back(Field(
+                  "semantic.redis_poll_millis",
+                  "How often a replica reads answers other replicas added (the longest one "
+                  "goes unseen here).",
+                  [](auto& c) -> auto& { return c.service.semantic_sync.poll_millis; })
+                  .AtLeast(1));
+  t.push_back(Field(
+                  "semantic.redis_max_entries",
+                  "About how many answers the shared Redis stream keeps (older ones are trimmed).",
+                  [](auto& c) -> auto& { return c.service.semantic_sync.max_log_entries; })
+                  .AtLeast(1));
+
+  // redis: the shared L2 tier (RedisOptions); off unless redis.enabled.
+  t.push_back(Field(
+      "redis.enabled", "Use Redis as the shared L2 cache tier.",
+      [](auto& c) -> auto& { return c.service.redis_enabled; }));
+  t.push_back(
+      Field(
+          "redis.host", "Redis address.", [](auto& c) -> auto& { return c.service.redis.host; })
+          .NonEmpty());
+  t.push_back(
+      Field(
+          "redis.port", "Redis port.", [](auto& c) -> auto& { return c.service.redis.port; })
+          .AtLeast(1)
+          .AtMost(65535));
+  t.push_back(Field(
+      "redis.username", "ACL user; empty = the default user.",
+      [](auto& c) -> auto& { return c.service.redis.username; }));
+  t.push_back(Field(
+      "redis.password", "Password (AUTH); never logged. Prefer TAILCUT_REDIS_PASSWORD to a flag.",
+      [](auto& c) -> auto& { return c.service.redis.password; }));
   t.push_back(Field(
                   "redis.db", "Logical database (SELECT).",
                   [](auto& c) -> auto& { return c.service.redis.db; })
@@ -447,8 +533,9 @@ std::vector<Setting> BuildSettings() {
       "precision.allow_below_fidelity_floor",
       "Opt in to switching to a batch-invariant variant under the fidelity floor or unmeasured.",
       [](auto& c) -> auto& { return c.service.text.precision.allow_below_fidelity_floor; }));
-  t.push_back(Bind("precision.slo_p99_millis", "The latency objective the slo mode protects.",
-                   1000, [](auto& c) -> auto& { return c.service.text.precision.slo_p99_micros; })
+  t.push_back(Bind(
+                  "precision.slo_p99_millis", "The latency objective the slo mode protects.", 1000,
+                  [](auto& c) -> auto& { return c.service.text.precision.slo_p99_micros; })
                   .AtLeast(1));
   t.push_back(Field(
                   "precision.degrade_at_slo_percent",
@@ -456,22 +543,20 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.text.precision.degrade_at_slo_percent; })
                   .AtLeast(1)
                   .AtMost(1000));
-  t.push_back(Field(
-                  "precision.restore_below_slo_percent",
-                  "slo: return when the accurate variant's predicted P99 is under this share.",
-                  [](auto& c) -> auto& {
-                    return c.service.text.precision.restore_below_slo_percent;
-                  })
-                  .AtLeast(1)
-                  .AtMost(1000));
-  t.push_back(Field(
-                  "precision.degrade_at_utilization_percent",
-                  "slo: switch to the fast variant when the inference worker is this busy.",
-                  [](auto& c) -> auto& {
-                    return c.service.text.precision.degrade_at_utilization_percent;
-                  })
-                  .AtLeast(1)
-                  .AtMost(100));
+  t.push_back(
+      Field(
+          "precision.restore_below_slo_percent",
+          "slo: return when the accurate variant's predicted P99 is under this share.",
+          [](auto& c) -> auto& { return c.service.text.precision.restore_below_slo_percent; })
+          .AtLeast(1)
+          .AtMost(1000));
+  t.push_back(
+      Field(
+          "precision.degrade_at_utilization_percent",
+          "slo: switch to the fast variant when the inference worker is this busy.",
+          [](auto& c) -> auto& { return c.service.text.precision.degrade_at_utilization_percent; })
+          .AtLeast(1)
+          .AtMost(100));
   t.push_back(Field(
                   "precision.restore_below_utilization_percent",
                   "slo: return when the accurate variant's predicted utilisation is under this.",
@@ -489,42 +574,43 @@ std::vector<Setting> BuildSettings() {
                   "thresholds: rate (requests/s) at or above which the fast variant may serve.",
                   [](auto& c) -> auto& { return c.service.text.precision.fast_at_rate_per_s; })
                   .AtLeast(0));
-  t.push_back(Field(
-                  "precision.fast_at_memory_used_percent",
-                  "thresholds: memory use above which (with the rate) the fast variant serves.",
-                  [](auto& c) -> auto& {
-                    return c.service.text.precision.fast_at_memory_used_percent;
-                  })
-                  .AtLeast(0)
-                  .AtMost(100));
+  t.push_back(
+      Field(
+          "precision.fast_at_memory_used_percent",
+          "thresholds: memory use above which (with the rate) the fast variant serves.",
+          [](auto& c) -> auto& { return c.service.text.precision.fast_at_memory_used_percent; })
+          .AtLeast(0)
+          .AtMost(100));
   t.push_back(Field(
                   "precision.accurate_at_rate_per_s",
                   "thresholds: rate at or below which the accurate variant may return.",
                   [](auto& c) -> auto& { return c.service.text.precision.accurate_at_rate_per_s; })
                   .AtLeast(0));
+  t.push_back(
+      Field(
+          "precision.accurate_at_memory_free_bytes",
+          "thresholds: free memory needed (with the rate) to return to the accurate one.",
+          [](auto& c) -> auto& { return c.service.text.precision.accurate_at_memory_free_bytes; })
+          .AtLeast(0));
+  t.push_back(Bind(
+                  "precision.min_dwell_millis",
+                  "No switch sooner than this after the previous one (anti-flapping).", 1000,
+                  [](auto& c) -> auto& { return c.service.text.precision.min_dwell_micros; })
+                  .AtLeast(0));
   t.push_back(Field(
-                  "precision.accurate_at_memory_free_bytes",
-                  "thresholds: free memory needed (with the rate) to return to the accurate one.",
-                  [](auto& c) -> auto& {
-                    return c.service.text.precision.accurate_at_memory_free_bytes;
-                  })
-                  .AtLeast(0));
-  t.push_back(Bind("precision.min_dwell_millis",
-                   "No switch sooner than this after the previous one (anti-flapping).", 1000,
-                   [](auto& c) -> auto& { return c.service.text.precision.min_dwell_micros; })
-                  .AtLeast(0));
-  t.push_back(Field("precision.reference_backfill_max_keys",
-                    "Inputs computed by the fast variant remembered to get accurate rows in "
-                    "idle time; the controller returns only once none are owed. 0 = off.",
-                    [](auto& c) -> auto& { return c.service.text.reference_backfill_max_keys; })
+                  "precision.reference_backfill_max_keys",
+                  "Inputs computed by the fast variant remembered to get accurate rows in "
+                  "idle time; the controller returns only once none are owed. 0 = off.",
+                  [](auto& c) -> auto& { return c.service.text.reference_backfill_max_keys; })
                   .AtLeast(0));
   t.push_back(Field(
                   "precision.reference_backfill_rows_per_round",
                   "Accurate rows the backfill adds per idle 50 ms (bounds its cost to a client).",
                   [](auto& c) -> auto& { return c.service.text.reference_backfill_rows_per_round; })
                   .AtLeast(0));
-  t.push_back(Bind("precision.interval_millis", "How often the controller evaluates the load.",
-                   1000, [](auto& c) -> auto& { return c.service.text.precision_interval_micros; })
+  t.push_back(Bind(
+                  "precision.interval_millis", "How often the controller evaluates the load.", 1000,
+                  [](auto& c) -> auto& { return c.service.text.precision_interval_micros; })
                   .AtLeast(1));
   t.push_back(Field(
                   "precision.window_seconds",
@@ -592,8 +678,11 @@ const std::vector<std::pair<std::string, std::string>>& Sections() {
        "do not oversubscribe the cores."},
       {"batching", "Every model's batch queue (text and tensor models alike, except where noted)."},
       {"requests", "Limits and defaults for each request."},
-      {"cache",
-       "The embedding cache in front of every text model: in-process L1, single-flight."},
+      {"cache", "The embedding cache in front of every text model: in-process L1, single-flight."},
+      {"semantic",
+       "Generated answers reused for requests that ask the same question (generation only): "
+       "looked up before a request is queued, by exact text and by meaning; shared through "
+       "Redis when it is enabled."},
       {"redis",
        "Redis as the shared L2 tier. Optional: without it the server runs on L1 alone. Its "
        "failures never fail requests: a circuit breaker bypasses it."},
@@ -654,7 +743,8 @@ std::optional<std::string> FormatConfigValue(const ServerConfig& config, std::st
   const Setting* s = FindSetting(key);
   if (s == nullptr) return std::nullopt;
   // Secrets are never printed, not even in an effective-configuration dump.
-  if (key.ends_with("password") || key.ends_with("_keys")) return std::string(s->get(config) == Value(std::string()) ? "" : "***");
+  if (key.ends_with("password") || key.ends_with("_keys"))
+    return std::string(s->get(config) == Value(std::string()) ? "" : "***");
   return FormatValue(s->get(config));
 }
 

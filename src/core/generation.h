@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
 #include "common/cancellation.h"
 #include "common/status.h"
 #include "core/stage_timings.h"
@@ -53,6 +54,10 @@ struct GenerateRequest {
   // freed; the sink then gets OnEnd(kCancelled).
   CancellationFlag cancellation;
   StageTimings timings;  // Stages already spent (parse) before the call.
+  // The semantic output cache (core/semantic_output_cache.h): false for Cache-Control
+  // no-cache (do not answer from it) and no-store (do not store this answer).
+  bool cache_read = true;
+  bool cache_write = true;
 };
 
 // Sent once, when the request is admitted into the running set.
@@ -61,6 +66,12 @@ struct GenerationStart {
   std::string variant;  // The precision variant (GGUF file) generating it.
   int32_t prompt_tokens = 0;
   int64_t queue_micros = 0;  // From the call to admission.
+  // Set when the answer comes from the semantic output cache instead of the model: "exact"
+  // (the same query text) or "semantic" (a query the cache judged the same question), the
+  // cosine of the two queries' embeddings (1 for exact), and the cached answer's age.
+  std::string cache;
+  float cache_similarity = 0;
+  int64_t cache_age_millis = 0;
 };
 
 // One piece of generated text: usually one token's, but a piece may hold several tokens

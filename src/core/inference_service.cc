@@ -46,7 +46,12 @@ InferenceService::~InferenceService() {
   // while the cache they point into still exists; the cache and L1 last.
   Shutdown(/*drain=*/false);
   entries_.clear();
+  // The semantic cache's log stops polling before the Redis client goes (whose destructor
+  // answers the log's pending calls, which then find it stopped); the cache goes after both.
+  if (semantic_sync_) semantic_sync_->Stop();
   redis_.reset();
+  semantic_sync_.reset();
+  semantic_cache_.reset();
   cache_.reset();
   l1_.reset();
 }
@@ -122,6 +127,9 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
                             "' holds no model folders");
   }
   auto* raw = s.get();
+  if (options.semantic_cache.enabled) {
+    if (Status st = raw->CreateSemanticCache(); !st.ok()) return st;
+  }
   metrics.AddCollectHook(
       [raw, &gauge = metrics.AddGauge("tailcut_queue_rows",
                                       "Inputs waiting in a model's batch queue", {"model"})] {
@@ -135,12 +143,86 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
   return s;
 }
 
+Status InferenceService::CreateSemanticCache() {
+  const SemanticCacheOptions& o = options_.semantic_cache;
+  SemanticOutputCache::Deps deps;
+  deps.metrics = &metrics_registry_;
+  deps.clock = &clock_;
+  deps.post = [this](std::function<void()> task) {
+    if (work_pool_) {
+      work_pool_->Submit(WorkPool::Lane::kLight, std::move(task));
+    } else {
+      task();
+    }
+  };
+  if (o.policy == "verifier") {
+    auto verifier = SemanticVerifier::Default();
+    if (!verifier.ok()) return verifier.status();
+    deps.verifier = std::make_shared<const SemanticVerifier>(std::move(verifier).value());
+  }
+  if (o.policy != "exact") {
+    const Entry* model = Find(o.embedding_model.empty() ? default_model_ : o.embedding_model);
+    if (!model || model->config.kind != ModelKind::kTextEmbedding) {
+      return Status::InvalidArgument("semantic.embedding_model '" + o.embedding_model +
+                                     "' is not a text-embedding model of the repository" +
+                                     (o.embedding_model.empty()
+                                          ? " (empty: the default model, '" + default_model_ + "')"
+                                          : std::string()));
+    }
+    // Pinned to the model's default variant: the verifier's operating points are measured in
+    // that vector space, and a precision switch under load must not move the queries out of it.
+    std::string variant = model->config.default_variant;
+    if (variant.empty() && !model->config.variants.empty()) {
+      variant = model->config.variants.front().name;
+    }
+    deps.embed = [this, name = model->config.name, variant](
+                     const GenerateRequest& r, const std::string& text,
+                     std::function<void(Result<std::vector<float>>)> done) {
+      EmbedRequest e;
+      e.model = name;
+      e.inputs = {text};
+      e.normalize = true;
+      e.precision = variant;
+      e.received_micros = r.received_micros;
+      e.deadline_micros = r.deadline_micros;
+      e.cancellation = r.cancellation;
+      Embed(std::move(e), [done = std::move(done)](Result<EmbedResult> result) {
+        if (!result.ok()) return done(result.status());
+        done(std::move(result->embeddings));
+      });
+    };
+  }
+  const bool shared = redis_ && options_.semantic_sync.enabled;
+  if (shared) {
+    // semantic_sync_ is set below, before any request can insert.
+    deps.publish = [this](const SemanticEntry& entry) {
+      if (semantic_sync_) semantic_sync_->Publish(entry);
+    };
+  }
+  auto post = deps.post;
+  auto cache = SemanticOutputCache::Create(o, std::move(deps));
+  if (!cache.ok()) return cache.status();
+  semantic_cache_ = std::move(cache).value();
+  if (shared) {
+    semantic_sync_ =
+        std::make_unique<SemanticCacheSync>(options_.semantic_sync, *redis_, *semantic_cache_,
+                                            std::move(post), o.store.ttl_micros, clock_);
+    semantic_sync_->Start();
+  }
+  spdlog::info("semantic output cache: policy {}{}{}", o.policy,
+               o.policy == "verifier" ? fmt::format(", probability threshold {:.3f}",
+                                                    semantic_cache_->verifier_threshold())
+                                      : std::string(),
+               shared ? ", shared through Redis" : "");
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<Servable>> InferenceService::Build(const ModelConfig& config) {
   switch (config.kind) {
     case ModelKind::kTextEmbedding: {
-      auto loaded = TextEmbeddingServable::Load(config, options_.session, options_.text,
-                                                metric_families_.ForModel(config.name),
-                                                cache_.get(), clock_);
+      auto loaded =
+          TextEmbeddingServable::Load(config, options_.session, options_.text,
+                                      metric_families_.ForModel(config.name), cache_.get(), clock_);
       if (!loaded.ok()) return loaded.status();
       return std::shared_ptr<Servable>(std::move(loaded).value());
     }
@@ -151,12 +233,11 @@ Result<std::shared_ptr<Servable>> InferenceService::Build(const ModelConfig& con
       return std::shared_ptr<Servable>(std::move(loaded).value());
     }
     case ModelKind::kGenerative: {
-      auto loaded =
-          GenerativeServable::Load(config, options_.generative,
-                                   generation_metric_families_.ForModel(
-                                       config.name, metric_families_.precision_active(),
-                                       metric_families_.precision_switches()),
-                                   clock_);
+      auto loaded = GenerativeServable::Load(
+          config, options_.generative,
+          generation_metric_families_.ForModel(config.name, metric_families_.precision_active(),
+                                               metric_families_.precision_switches()),
+          clock_);
       if (!loaded.ok()) return loaded.status();
       return std::shared_ptr<Servable>(std::move(loaded).value());
     }
@@ -240,8 +321,9 @@ void InferenceService::Shutdown(bool drain) {
 
 InferenceService::Entry* InferenceService::Find(const std::string& name, bool generative) const {
   const bool is_default = name.empty() || name == "default";
-  const std::string& key =
-      !is_default ? name : generative ? default_generative_model_ : default_model_;
+  const std::string& key = !is_default  ? name
+                           : generative ? default_generative_model_
+                                        : default_model_;
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.get();
 }
@@ -372,23 +454,31 @@ void InferenceService::Generate(GenerateRequest request, GenerationSinkPtr sink)
     return sink->OnEnd(Status::InvalidArgument(
         "model '" + entry->config.name + "' is a " +
         std::string(ModelKindName(entry->config.kind)) + " model, not a generative one; " +
-        (entry->config.kind == ModelKind::kTextEmbedding ? "send texts to /v1/embeddings"
-                                                         : "send tensors to /v2/models/" +
-                                                               entry->config.name + "/infer")));
+        (entry->config.kind == ModelKind::kTextEmbedding
+             ? "send texts to /v1/embeddings"
+             : "send tensors to /v2/models/" + entry->config.name + "/infer")));
   }
-  auto shared_request = std::make_shared<GenerateRequest>(std::move(request));
-  WithModel(entry, [entry, shared_request, sink](const Status& s) {
-    if (!s.ok()) return sink->OnEnd(s);
-    std::shared_ptr<GenerativeServable> generative;
-    InFlightGate::Pass pass;
-    {
-      // As for Embed: admitted to the copy picked under the lock a reload swaps it under.
-      std::lock_guard<std::mutex> lock(entry->mutex);
-      generative = entry->As<GenerativeServable>();
-      pass = generative->Admit();
-    }
-    generative->Generate(std::move(*shared_request), sink, std::move(pass));
-  });
+  auto generate = [this, entry](GenerateRequest request, GenerationSinkPtr sink) {
+    auto shared_request = std::make_shared<GenerateRequest>(std::move(request));
+    WithModel(entry, [entry, shared_request, sink](const Status& s) {
+      if (!s.ok()) return sink->OnEnd(s);
+      std::shared_ptr<GenerativeServable> generative;
+      InFlightGate::Pass pass;
+      {
+        // As for Embed: admitted to the copy picked under the lock a reload swaps it under.
+        std::lock_guard<std::mutex> lock(entry->mutex);
+        generative = entry->As<GenerativeServable>();
+        pass = generative->Admit();
+      }
+      generative->Generate(std::move(*shared_request), sink, std::move(pass));
+    });
+  };
+  // The semantic output cache first: a hit never reaches the model's queue.
+  if (semantic_cache_) {
+    return semantic_cache_->Generate(std::move(request), entry->config.name, std::move(sink),
+                                     std::move(generate));
+  }
+  generate(std::move(request), std::move(sink));
 }
 
 void InferenceService::ReloadModel(const std::string& model,
@@ -398,8 +488,8 @@ void InferenceService::ReloadModel(const std::string& model,
   {
     std::lock_guard<std::mutex> lock(entry->mutex);
     if (entry->reloading || entry->state == ModelState::kLoading) {
-      return done(Status::FailedPrecondition("model '" + entry->config.name +
-                                             "' is already loading"));
+      return done(
+          Status::FailedPrecondition("model '" + entry->config.name + "' is already loading"));
     }
     entry->reloading = true;
   }

@@ -14,9 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "common/work_pool.h"
 #include "core/generation_metrics.h"
 #include "core/generative_servable.h"
 #include "core/inference_api.h"
+#include "core/semantic_cache_sync.h"
+#include "core/semantic_output_cache.h"
 #include "core/servable.h"
 #include "core/servable_metrics.h"
 #include "core/tensor_servable.h"
@@ -45,6 +48,10 @@ struct InferenceServiceOptions {
   bool redis_enabled = false;
   RedisOptions redis;
   EmbeddingCacheOptions cache;
+  // Generated answers reused for requests asking the same question (off unless enabled).
+  SemanticCacheOptions semantic_cache;
+  // With Redis: the semantic cache's entries shared between replicas.
+  SemanticCacheSyncOptions semantic_sync;
 };
 
 class InferenceService final : public InferenceApi {
@@ -76,6 +83,13 @@ class InferenceService final : public InferenceApi {
   // requests.
   Status SetActiveVariant(const std::string& model, const std::string& variant);
   EmbeddingCache* cache() const { return cache_.get(); }
+  // The semantic output cache; null when off.
+  SemanticOutputCache* semantic_cache() const { return semantic_cache_.get(); }
+  // Its Redis log; null without Redis or when not shared.
+  SemanticCacheSync* semantic_sync() const { return semantic_sync_.get(); }
+  // Where continuations that must not run on a batch worker or a step loop go (the
+  // semantic cache's replays and misses); unset = inline. Set once, before serving.
+  void SetWorkPool(WorkPool* pool) { work_pool_ = pool; }
   void Infer(TensorRequest request, TensorCallback done) override;
   void Generate(GenerateRequest request, GenerationSinkPtr sink) override;
   std::vector<ModelDescription> ListModels() const override;
@@ -110,6 +124,8 @@ class InferenceService final : public InferenceApi {
   // Runs `then` once the model is ready (now, or when its load finishes), or with the error.
   void WithModel(Entry* entry, std::function<void(const Status&)> then);
   Status LoadEntry(Entry* entry);
+  // Builds semantic_cache_ from options_.semantic_cache (Create(), once the entries are read).
+  Status CreateSemanticCache();
   // Runs `work` on a loader thread; false (nothing runs) once shutting down.
   bool StartLoader(std::function<void()> work);
   Result<std::shared_ptr<Servable>> Build(const ModelConfig& config);
@@ -126,6 +142,10 @@ class InferenceService final : public InferenceApi {
   std::unique_ptr<RedisClient> redis_;
   std::unique_ptr<EmbeddingCache> cache_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // By name; fixed after Create().
+  // After the entries: its lookups call Embed(), and the generations it records hold it.
+  std::unique_ptr<SemanticOutputCache> semantic_cache_;
+  std::unique_ptr<SemanticCacheSync> semantic_sync_;  // With Redis; stopped before redis_ goes.
+  WorkPool* work_pool_ = nullptr;
   std::string default_model_;
   std::string default_generative_model_;
   std::atomic<bool> shutting_down_{false};

@@ -82,8 +82,7 @@ void ApiContext::Embed(const HttpExchange& exchange, EmbedRequest request, Embed
 }
 
 void ApiContext::Embed(EmbedRequest request, EmbedCallback done) {
-  api_.Embed(std::move(request),
-             OnWorkPool<EmbedResult>(std::move(done), [](const EmbedResult& r) {
+  api_.Embed(std::move(request), OnWorkPool<EmbedResult>(std::move(done), [](const EmbedResult& r) {
                return r.embeddings.size();
              }));
 }
@@ -105,6 +104,7 @@ void ApiContext::Infer(TensorRequest request, TensorCallback done) {
 void ApiContext::Generate(const HttpExchange& exchange, GenerateRequest request,
                           GenerationSinkPtr sink) {
   request.cancellation = exchange.cancellation();
+  ApplyCacheControl(exchange.header("Cache-Control"), &request);
   Generate(std::move(request), std::move(sink));
 }
 
@@ -179,8 +179,8 @@ void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
   call.status = status;
   call.received_micros = exchange.received_micros();
   // Inference requests (POSTs naming a served model), not metadata reads or admin actions.
-  call.inference = exchange.request().method() == boost::beast::http::verb::post &&
-                   !route.starts_with("/admin");
+  call.inference =
+      exchange.request().method() == boost::beast::http::verb::post && !route.starts_with("/admin");
   call.traceparent = traceparent;
   call.incoming_traceparent = exchange.header("traceparent");
   std::string cache_hits;
@@ -191,7 +191,8 @@ void ApiContext::Record(const HttpExchange& exchange, std::string_view route,
     }
     if (!cache_hits.empty()) {
       int64_t hits = 0;
-      auto [end, ec] = std::from_chars(cache_hits.data(), cache_hits.data() + cache_hits.size(), hits);
+      auto [end, ec] =
+          std::from_chars(cache_hits.data(), cache_hits.data() + cache_hits.size(), hits);
       if (ec == std::errc()) call.cache_hits = hits;
     }
   }
@@ -245,10 +246,10 @@ void ApiContext::RecordCall(const CallRecord& call, StageTimings& timings,
     span.incoming_traceparent = call.incoming_traceparent;
     span.variant = call.variant;
     span.cache_hits = call.cache_hits;
-    span.end_unix_nanos = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
+    span.end_unix_nanos =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
     span.timings = timings;
     options_.tracer->Export(RequestSpans(span));
   }
@@ -256,8 +257,8 @@ void ApiContext::RecordCall(const CallRecord& call, StageTimings& timings,
       timings.total_micros > options_.slow_request_log_millis * 1000) {
     // The trace id ties this line to the client's trace (W3C traceparent).
     spdlog::warn(
-        "slow request {} {} model={} status={} trace={} {}", call.method, route, call.model,
-        status, call.traceparent.size() >= 35 ? call.traceparent.substr(3, 32) : std::string_view(),
+        "slow request {} {} model={} status={} trace={} {}", call.method, route, call.model, status,
+        call.traceparent.size() >= 35 ? call.traceparent.substr(3, 32) : std::string_view(),
         server_timing.empty() ? timings.ToServerTiming() : WithTotal(server_timing, timings));
   }
 }
@@ -268,7 +269,8 @@ std::string TraceparentFor(std::string_view incoming) {
   // the request starts a new trace.
   auto hex = [](std::string_view s) {
     for (char c : s) {
-      if (!std::isxdigit(static_cast<unsigned char>(c)) || std::isupper(static_cast<unsigned char>(c))) {
+      if (!std::isxdigit(static_cast<unsigned char>(c)) ||
+          std::isupper(static_cast<unsigned char>(c))) {
         return false;
       }
     }
@@ -312,15 +314,26 @@ void ApiContext::ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* r
   ApplyCacheControl(exchange.header("Cache-Control"), request);
 }
 
-void ApiContext::ApplyCacheControl(std::string_view v, EmbedRequest* request) {
+namespace {
+// no-cache: do not answer from the cache; no-store: neither read nor write it.
+void ParseCacheControl(std::string_view v, bool* read, bool* write) {
   if (v.empty()) return;
   std::string lower(v);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.find("no-cache") != std::string::npos) request->cache_read = false;
+  if (lower.find("no-cache") != std::string::npos) *read = false;
   if (lower.find("no-store") != std::string::npos) {
-    request->cache_read = false;
-    request->cache_write = false;
+    *read = false;
+    *write = false;
   }
+}
+}  // namespace
+
+void ApiContext::ApplyCacheControl(std::string_view v, EmbedRequest* request) {
+  ParseCacheControl(v, &request->cache_read, &request->cache_write);
+}
+
+void ApiContext::ApplyCacheControl(std::string_view v, GenerateRequest* request) {
+  ParseCacheControl(v, &request->cache_read, &request->cache_write);
 }
 
 }  // namespace tailcut

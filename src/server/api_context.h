@@ -95,15 +95,16 @@ class ApiContext {
     std::string_view method;  // For the slow-request log: "GET", "POST", "gRPC".
     std::string model;
     unsigned status = 200;
-    int64_t received_micros = 0;  // clock() time the request arrived.
-    bool inference = false;       // A request to a model (counted in its statistics).
+    int64_t received_micros = 0;            // clock() time the request arrived.
+    bool inference = false;                 // A request to a model (counted in its statistics).
     std::string_view traceparent;           // The answer's.
     std::string_view incoming_traceparent;  // The caller's, for the trace's parent span.
     std::string_view variant;               // For the trace: the variant that computed it.
     int64_t cache_hits = -1;                // For the trace: rows from a cache (-1: n/a).
   };
   // `timings.total_micros` is filled in.
-  void RecordCall(const CallRecord& call, StageTimings& timings, std::string_view server_timing = {});
+  void RecordCall(const CallRecord& call, StageTimings& timings,
+                  std::string_view server_timing = {});
   // Sends an error for `status` in the route's API style.
   void FinishError(const HttpExchangePtr& exchange, std::string_view route,
                    const std::string& model, const Status& status, ErrorStyle style,
@@ -125,12 +126,14 @@ class ApiContext {
   static void ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request);
   // The same from the header's (or gRPC metadata's) value.
   static void ApplyCacheControl(std::string_view cache_control, EmbedRequest* request);
+  // For generation: the semantic output cache's read and write.
+  static void ApplyCacheControl(std::string_view cache_control, GenerateRequest* request);
 
  private:
   // The statuses whose tailcut_requests_total children are kept per route and model; others
   // (rare) are looked up in the family each time.
-  static constexpr std::array<unsigned, 13> kCachedStatuses = {
-      200, 400, 401, 403, 404, 405, 409, 413, 422, 429, 500, 503, 504};
+  static constexpr std::array<unsigned, 13> kCachedStatuses = {200, 400, 401, 403, 404, 405, 409,
+                                                               413, 422, 429, 500, 503, 504};
   // One route's metric children, looked up once: Finish() runs for every request, and a
   // family lookup builds a vector of label strings and takes the family's mutex.
   struct RouteMetrics {

@@ -1,16 +1,28 @@
 #include "server/generation_sink.h"
 
+#include <cstdio>
 
 namespace tailcut {
 
-void FinishGenerated(ApiContext& context, const HttpExchangePtr& exchange,
-                     std::string_view route, const GeneratedText& answer, std::string body,
-                     int64_t format_start_micros) {
+namespace {
+// X-Tailcut-Variant, and for an answer from the semantic output cache X-Tailcut-Cache (exact
+// or semantic), the similarity of the two queries and the cached answer's age.
+void AddGenerationHeaders(const GenerationStart& start, HttpResponse* res) {
+  if (!start.variant.empty()) res->headers.emplace_back("X-Tailcut-Variant", start.variant);
+  if (start.cache.empty()) return;
+  res->headers.emplace_back("X-Tailcut-Cache", start.cache);
+  char similarity[32];
+  std::snprintf(similarity, sizeof(similarity), "%.4f", start.cache_similarity);
+  res->headers.emplace_back("X-Tailcut-Cache-Similarity", similarity);
+  res->headers.emplace_back("X-Tailcut-Cache-Age-Ms", std::to_string(start.cache_age_millis));
+}
+}  // namespace
+
+void FinishGenerated(ApiContext& context, const HttpExchangePtr& exchange, std::string_view route,
+                     const GeneratedText& answer, std::string body, int64_t format_start_micros) {
   HttpResponse res;
   res.body = std::move(body);
-  if (!answer.start.variant.empty()) {
-    res.headers.emplace_back("X-Tailcut-Variant", answer.start.variant);
-  }
+  AddGenerationHeaders(answer.start, &res);
   StageTimings t = answer.timings;
   t.serialize_micros = context.clock().NowMicros() - format_start_micros;
   const std::string server_timing = GenerationServerTiming(t);
@@ -53,7 +65,7 @@ void StreamingGenerationSink::OnStart(const GenerationStart& start) {
   model_ = start.model;
   timings_.queue_micros = start.queue_micros;
   HttpResponse head = SseHead();
-  if (!start.variant.empty()) head.headers.emplace_back("X-Tailcut-Variant", start.variant);
+  AddGenerationHeaders(start, &head);
   traceparent_ = TraceparentFor(exchange_->header("traceparent"));
   head.headers.emplace_back("traceparent", traceparent_);
   HttpStreamPtr stream = exchange_->StartStream(std::move(head));
@@ -114,8 +126,7 @@ void CollectingGenerationSink::OnText(const GenerationPiece& piece) {
 }
 
 void CollectingGenerationSink::OnEnd(Result<GenerationEnd> end) {
-  FinishTimings(start_micros_, first_piece_micros_, context_.clock().NowMicros(),
-                &result_.timings);
+  FinishTimings(start_micros_, first_piece_micros_, context_.clock().NowMicros(), &result_.timings);
   Result<GeneratedText> answer = Status::Internal("generation ended without being admitted");
   if (!end.ok()) {
     answer = end.status();
@@ -124,9 +135,8 @@ void CollectingGenerationSink::OnEnd(Result<GenerationEnd> end) {
     answer = std::move(result_);
   }
   // Formatting the answer (the whole text, maybe logprobs) is the work pool's job.
-  context_.RunOnWorkPool([done = std::move(done_), answer = std::move(answer)]() mutable {
-    done(std::move(answer));
-  });
+  context_.RunOnWorkPool(
+      [done = std::move(done_), answer = std::move(answer)]() mutable { done(std::move(answer)); });
 }
 
 }  // namespace tailcut

@@ -18,14 +18,17 @@
 
 #include "cache/cached_value.h"
 #include "tests/cache/await_callback.h"
+#include "tests/cache/fake_redis_client.h"
 #include "tests/cache/redis_server_fixture.h"
 
 namespace tailcut {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace std::string_literals;
 using BreakerState = RedisClient::BreakerState;
 using Values = std::vector<std::optional<std::string>>;
+using Entries = std::vector<RedisClient::StreamEntry>;
 
 int64_t NowMillis() {
   return SystemClock::Get().NowMicros() / 1000;
@@ -93,6 +96,16 @@ class RedisClientTest : public ::testing::Test {
   }
   static Result<int64_t> DeleteSync(RedisClient& c, std::string pattern) {
     return Await<Result<int64_t>>([&](auto cb) { c.DeleteByPattern(std::move(pattern), cb); });
+  }
+  static Result<std::string> AppendSync(RedisClient& c, std::string key, std::string value,
+                                        int64_t max_entries = 0) {
+    return Await<Result<std::string>>(
+        [&](auto cb) { c.StreamAppend(std::move(key), std::move(value), max_entries, cb); });
+  }
+  static Result<Entries> ReadSync(RedisClient& c, std::string key, std::string after_id,
+                                  int64_t count = 1000) {
+    return Await<Result<Entries>>(
+        [&](auto cb) { c.StreamRead(std::move(key), std::move(after_id), count, cb); });
   }
 
   // Polls until the breaker reaches `want` (driven by the client's own probes).
@@ -524,6 +537,395 @@ TEST_F(RedisClientTest, AThrowingCallbackDoesNotKillTheClient) {
   });
   ASSERT_TRUE(latch.Wait(1));
   EXPECT_TRUE(PingSync(*client).ok());
+}
+
+// ---- Streams. ----
+
+std::vector<std::string> ValuesOf(const Entries& entries) {
+  std::vector<std::string> values;
+  for (const auto& e : entries) values.push_back(e.value);
+  return values;
+}
+
+// Every id well formed and greater than the one before.
+void ExpectIncreasingIds(const Entries& entries) {
+  std::optional<std::pair<uint64_t, uint64_t>> last;
+  for (const auto& e : entries) {
+    const auto id = redis_internal::ParseStreamId(e.id);
+    ASSERT_TRUE(id.has_value()) << e.id;
+    ASSERT_NE(e.id.find('-'), std::string::npos) << e.id;
+    if (last) {
+      EXPECT_GT(*id, *last) << e.id;
+    }
+    last = id;
+  }
+}
+
+TEST_F(RedisClientTest, StreamAppendThenReadReturnsValuesInOrderAfterAnId) {
+  MetricsRegistry metrics;
+  auto client = Client(Options(), &metrics);
+  const std::vector<std::string> values{"one", "two", "three", "four", "five"};
+  std::vector<std::string> ids;
+  for (const auto& v : values) {
+    auto id = AppendSync(*client, "log", v);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+  }
+  EXPECT_EQ(server_.CommandText({"XLEN", "test:log"}), "5");
+
+  for (const std::string start : {"", "0-0", "0"}) {
+    auto all = ReadSync(*client, "log", start);
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    EXPECT_EQ(ValuesOf(*all), values) << "after '" << start << "'";
+    ExpectIncreasingIds(*all);
+    ASSERT_EQ(all->size(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ((*all)[i].id, ids[i]);
+  }
+  // After an id: only the later ones; after the last: none.
+  auto later = ReadSync(*client, "log", ids[1]);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(ValuesOf(*later), (std::vector<std::string>{"three", "four", "five"}));
+  auto none = ReadSync(*client, "log", ids.back());
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+  // Any id works, in the stream or not, "<ms>-<seq>" or "<ms>" (seq 0); ids order as numbers.
+  const auto second = *redis_internal::ParseStreamId(ids[1]);
+  const auto last = *redis_internal::ParseStreamId(ids.back());
+  for (const auto& after : {std::pair<uint64_t, uint64_t>{second.first, second.second + 1},
+                            std::pair<uint64_t, uint64_t>{last.first, 0}}) {
+    std::vector<std::string> expected;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (*redis_internal::ParseStreamId(ids[i]) > after) expected.push_back(values[i]);
+    }
+    const std::string id = std::to_string(after.first) + "-" + std::to_string(after.second);
+    EXPECT_EQ(ValuesOf(*ReadSync(*client, "log", id)), expected) << id;
+    if (after.second == 0) {
+      EXPECT_EQ(ValuesOf(*ReadSync(*client, "log", std::to_string(after.first))), expected);
+    }
+  }
+
+  // Paging with COUNT: a reader that polls with the last id it saw gets everything, once.
+  std::vector<std::string> paged;
+  std::string cursor;
+  int pages = 0;
+  while (true) {
+    auto page = ReadSync(*client, "log", cursor, 2);
+    ASSERT_TRUE(page.ok());
+    if (page->empty()) break;
+    EXPECT_LE(page->size(), 2u);
+    for (const auto& e : *page) paged.push_back(e.value);
+    cursor = page->back().id;
+    ++pages;
+  }
+  EXPECT_EQ(paged, values);
+  EXPECT_EQ(pages, 3);
+
+  // Appending after a read: the poller sees exactly the new entry.
+  ASSERT_TRUE(AppendSync(*client, "log", "six").ok());
+  EXPECT_EQ(ValuesOf(*ReadSync(*client, "log", cursor)), (std::vector<std::string>{"six"}));
+
+  // A stream that does not exist reads as empty, and is not created by the read.
+  auto missing = ReadSync(*client, "no-such-log", "");
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_TRUE(missing->empty());
+  EXPECT_EQ(server_.CommandText({"EXISTS", "test:no-such-log"}), "0");
+  // No TTL on a stream: MAXLEN bounds it.
+  EXPECT_EQ(server_.CommandText({"TTL", "test:log"}), "-1");
+
+  const std::string text = metrics.Serialize();
+  for (const char* line : {
+           "tailcut_redis_commands_total{command=\"xadd\",result=\"ok\"} 6",
+           "tailcut_redis_commands_total{command=\"xrange\",result=\"ok\"} 14",
+           "tailcut_redis_commands_total{command=\"xrange\",result=\"timeout\"} 0",
+           "tailcut_redis_command_duration_seconds_count{command=\"xadd\"} 6",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+  }
+}
+
+TEST_F(RedisClientTest, StreamBinaryValuesRoundTrip) {
+  RedisOptions o = Options();
+  o.command_timeout_millis = 2000;  // A big value on 2 shared cores; timing is not tested here.
+  auto client = Client(o);
+  const std::string big(200'000, '\0');
+  std::string all_bytes;
+  for (int b = 0; b < 256; ++b) all_bytes.push_back(static_cast<char>(b));
+  const std::vector<std::string> values{kBinary, "", big, all_bytes, std::string("v\0v", 3)};
+  for (const auto& v : values) ASSERT_TRUE(AppendSync(*client, "bin", v).ok());
+  const std::string binary_key("s\0\xfe", 3);
+  ASSERT_TRUE(AppendSync(*client, binary_key, kBinary).ok());
+
+  auto read = ReadSync(*client, "bin", "");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(ValuesOf(*read), values);
+  EXPECT_EQ(ValuesOf(*ReadSync(*client, binary_key, "")), (std::vector<std::string>{kBinary}));
+}
+
+TEST_F(RedisClientTest, StreamAppendTrimsToAboutMaxEntries) {
+  RedisOptions o = Options();
+  o.command_timeout_millis = 5000;  // 1000 appends queued at once; timing is not tested here.
+  auto client = Client(o);
+  // MAXLEN ~ trims whole nodes only: up to one node's worth more may stay.
+  auto config = server_.Command({"CONFIG", "GET", "stream-node-max-entries"});
+  ASSERT_NE(config, nullptr);
+  ASSERT_EQ(config->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(config->elements, 2u);
+  const int64_t node_entries = std::stoll(std::string(config->element[1]->str));
+  ASSERT_GT(node_entries, 0);
+
+  constexpr int64_t kMax = 50;
+  constexpr int kAppends = 1000;
+  Latch latch;
+  std::atomic<int> failed{0};
+  for (int i = 0; i < kAppends; ++i) {
+    // Pipelined from one thread: queued, hence appended, in call order.
+    client->StreamAppend("bounded", std::to_string(i), kMax, [&](Result<std::string> r) {
+      if (!r.ok()) failed.fetch_add(1);
+      latch.Arrive();
+    });
+  }
+  ASSERT_TRUE(latch.Wait(kAppends));
+  ASSERT_EQ(failed.load(), 0);
+  client->StreamAppend("bounded", "last", kMax, nullptr);  // Fire and forget.
+  auto read = ReadSync(*client, "bounded", "", 100'000);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const auto n = static_cast<int64_t>(read->size());
+  std::printf("[maxlen] %d appends with MAXLEN ~ %lld kept %lld entries (node size %lld)\n",
+              kAppends + 1, static_cast<long long>(kMax), static_cast<long long>(n),
+              static_cast<long long>(node_entries));
+  EXPECT_GE(n, kMax);
+  EXPECT_LE(n, kMax + node_entries);
+  EXPECT_EQ(std::to_string(n), server_.CommandText({"XLEN", "test:bounded"}));
+  // What stays is the newest, contiguous, in order.
+  ASSERT_GE(read->size(), 2u);
+  EXPECT_EQ(read->back().value, "last");
+  for (size_t i = 0; i + 1 < read->size(); ++i) {
+    EXPECT_EQ((*read)[i].value, std::to_string(kAppends - static_cast<int64_t>(read->size()) + 1 +
+                                               static_cast<int64_t>(i)));
+  }
+  ExpectIncreasingIds(*read);
+
+  // max_entries <= 0: no trimming at all.
+  for (int i = 0; i < 300; ++i) client->StreamAppend("unbounded", "x", 0, nullptr);
+  ASSERT_TRUE(AppendSync(*client, "unbounded", "y", -1).ok());
+  EXPECT_EQ(ReadSync(*client, "unbounded", "", 100'000)->size(), 301u);
+}
+
+TEST_F(RedisClientTest, StreamKeysArePrefixedPerDeployment) {
+  auto a = Client(Options("dep-a"));
+  auto b = Client(Options("dep-b"));
+  auto raw = Client(Options(""));
+  ASSERT_TRUE(AppendSync(*a, "log", "from-a").ok());
+  EXPECT_EQ(server_.CommandText({"TYPE", "dep-a:log"}), "stream");
+  EXPECT_EQ(server_.CommandText({"EXISTS", "log"}), "0");
+  auto other = ReadSync(*b, "log", "");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->empty());
+  EXPECT_EQ(ValuesOf(*ReadSync(*raw, "dep-a:log", "")), (std::vector<std::string>{"from-a"}));
+  // A second replica of the same deployment shares the log.
+  auto a2 = Client(Options("dep-a"));
+  EXPECT_EQ(ValuesOf(*ReadSync(*a2, "log", "")), (std::vector<std::string>{"from-a"}));
+}
+
+TEST_F(RedisClientTest, StreamBadArgumentsAndWrongTypeAreErrors) {
+  auto client = Client(Options());
+  // Checked before anything is sent: InvalidArgument at once, on the caller's thread.
+  const std::vector<std::pair<std::string, int64_t>> bad{
+      {"", 0},    {"", -1},     {"abc", 10},
+      {"-1", 10}, {"1-", 10},   {"1-2-3", 10},
+      {"+", 10},  {"1 -2", 10}, {"99999999999999999999-0", 10}};
+  for (const auto& [after, count] : bad) {
+    bool called = false;
+    client->StreamRead("log", after, count, [&](Result<Entries> r) {
+      called = true;
+      EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << "'" << after << "'";
+    });
+    EXPECT_TRUE(called) << "'" << after << "'";
+  }
+  // A key of another type: that command's error, not an outage.
+  ASSERT_TRUE(SetSync(*client, "plain", "v").ok());
+  auto read = ReadSync(*client, "plain", "");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), Status::Code::kInternal);
+  EXPECT_NE(read.status().message().find("WRONGTYPE"), std::string::npos);
+  auto append = AppendSync(*client, "plain", "x");
+  ASSERT_FALSE(append.ok());
+  EXPECT_EQ(append.status().code(), Status::Code::kInternal);
+  EXPECT_EQ(client->breaker_state(), BreakerState::kClosed);
+  EXPECT_EQ(*GetSync(*client, "plain"), "v");
+}
+
+// A reply as hiredis would hand it over, from RESP text.
+struct ParsedReply {
+  explicit ParsedReply(const std::string& resp) {
+    redisReader* reader = redisReaderCreate();
+    redisReaderFeed(reader, resp.data(), resp.size());
+    void* out = nullptr;
+    if (redisReaderGetReply(reader, &out) == REDIS_OK) reply = static_cast<redisReply*>(out);
+    redisReaderFree(reader);
+  }
+  ~ParsedReply() {
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  redisReply* reply = nullptr;
+};
+
+TEST(RedisStreamRepliesTest, MalformedRepliesAreErrorsNotCrashes) {
+  // Good: field "v" found among others; an entry without it (or with nil fields) reads as "".
+  ParsedReply good(
+      "*3\r\n"s
+      "*2\r\n$3\r\n1-0\r\n*4\r\n$1\r\nx\r\n$1\r\n1\r\n$1\r\nv\r\n$3\r\na\0b\r\n"
+      "*2\r\n$3\r\n2-5\r\n*2\r\n$1\r\nw\r\n$1\r\n2\r\n"
+      "*2\r\n$3\r\n3-0\r\n$-1\r\n");
+  ASSERT_NE(good.reply, nullptr);
+  auto entries = redis_internal::StreamEntries(good.reply);
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  EXPECT_EQ(*entries, (Entries{{"1-0", std::string("a\0b", 3)}, {"2-5", ""}, {"3-0", ""}}));
+  ParsedReply empty("*0\r\n");
+  EXPECT_TRUE(redis_internal::StreamEntries(empty.reply)->empty());
+
+  for (const std::string& bad : {
+           std::string("+OK\r\n"),  // Not an array.
+           std::string("$3\r\n1-0\r\n"), std::string(":1\r\n"),
+           std::string("*1\r\n:1\r\n"),                                      // Not an entry.
+           std::string("*1\r\n*1\r\n$3\r\n1-0\r\n"),                         // No fields.
+           std::string("*1\r\n*3\r\n$3\r\n1-0\r\n*0\r\n*0\r\n"),             // Too long.
+           std::string("*1\r\n*2\r\n:1\r\n*0\r\n"),                          // Id not a string.
+           std::string("*1\r\n*2\r\n$3\r\nabc\r\n*0\r\n"),                   // Id not an id.
+           std::string("*1\r\n*2\r\n$3\r\n1-0\r\n*1\r\n$1\r\nv\r\n"),        // Odd fields.
+           std::string("*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nv\r\n:7\r\n"),  // Value an integer.
+           std::string("*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n*0\r\n$1\r\nx\r\n"),  // Field an array.
+           std::string("*1\r\n*2\r\n$3\r\n1-0\r\n:3\r\n"),                   // Fields an integer.
+       }) {
+    ParsedReply b(bad);
+    ASSERT_NE(b.reply, nullptr) << bad;
+    auto r = redis_internal::StreamEntries(b.reply);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Status::Code::kInternal);
+  }
+
+  ParsedReply id("$15\r\n1700000000000-3\r\n");
+  EXPECT_EQ(*redis_internal::StreamAppendId(id.reply), "1700000000000-3");
+  for (const std::string& bad :
+       {std::string("+OK\r\n"), std::string("$-1\r\n"), std::string(":5\r\n"),
+        std::string("$0\r\n\r\n"), std::string("$3\r\nx-1\r\n"), std::string("*0\r\n")}) {
+    ParsedReply b(bad);
+    ASSERT_NE(b.reply, nullptr) << bad;
+    EXPECT_EQ(redis_internal::StreamAppendId(b.reply).status().code(), Status::Code::kInternal)
+        << bad;
+  }
+
+  EXPECT_EQ(redis_internal::ParseStreamId("12-3"), (std::pair<uint64_t, uint64_t>{12, 3}));
+  EXPECT_EQ(redis_internal::ParseStreamId("12"), (std::pair<uint64_t, uint64_t>{12, 0}));
+  EXPECT_EQ(redis_internal::ParseStreamId("18446744073709551615-18446744073709551615"),
+            (std::pair<uint64_t, uint64_t>{UINT64_MAX, UINT64_MAX}));
+  for (const char* bad : {"", "-", "-1", "1-", "1--2", "a-1", "1-a", "+1", "1-+2", " 1", "1.5",
+                          "18446744073709551616-0"}) {
+    EXPECT_FALSE(redis_internal::ParseStreamId(bad).has_value()) << bad;
+  }
+}
+
+TEST_F(RedisClientTest, StreamCallsFailWithinTheCommandTimeoutWhenRedisIsDown) {
+  RedisOptions o = Options();
+  o.command_timeout_millis = 100;
+  o.breaker_failure_threshold = 0;  // Every call goes to the (dead) server, none is rejected.
+  auto client = Client(o);
+  ASSERT_TRUE(AppendSync(*client, "log", "v").ok());
+
+  auto timed = [&](auto&& call) {
+    const int64_t start = NowMillis();
+    const Status s = call();
+    return std::make_pair(s, NowMillis() - start);
+  };
+  // Hung server: DeadlineExceeded, by the command timeout.
+  server_.Pause();
+  client->StreamAppend("log", "lost", 10, nullptr);  // Fire and forget: nothing to call.
+  for (int i = 0; i < 3; ++i) {
+    auto [append, append_ms] = timed([&] { return AppendSync(*client, "log", "w").status(); });
+    EXPECT_EQ(append.code(), Status::Code::kDeadlineExceeded) << append.ToString();
+    EXPECT_LE(append_ms, o.command_timeout_millis + kSlackMillis);
+    auto [read, read_ms] = timed([&] { return ReadSync(*client, "log", "").status(); });
+    EXPECT_EQ(read.code(), Status::Code::kDeadlineExceeded) << read.ToString();
+    EXPECT_LE(read_ms, o.command_timeout_millis + kSlackMillis);
+  }
+  server_.Resume();
+  // Dead server: Unavailable, at once (the connection is refused).
+  server_.Kill();
+  for (int i = 0; i < 3; ++i) {
+    auto [append, append_ms] = timed([&] { return AppendSync(*client, "log", "w").status(); });
+    EXPECT_EQ(append.code(), Status::Code::kUnavailable) << append.ToString();
+    EXPECT_LE(append_ms, o.command_timeout_millis + kSlackMillis);
+    auto [read, read_ms] = timed([&] { return ReadSync(*client, "log", "").status(); });
+    EXPECT_EQ(read.code(), Status::Code::kUnavailable) << read.ToString();
+    EXPECT_LE(read_ms, o.command_timeout_millis + kSlackMillis);
+  }
+  // Back (empty, no persistence): the stream works again.
+  std::string error;
+  ASSERT_TRUE(server_.Restart(&error)) << error;
+  Result<std::string> id = Status::Unavailable("not tried");
+  for (int i = 0; i < 100 && !id.ok(); ++i) {
+    id = AppendSync(*client, "log", "again");
+    if (!id.ok()) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(ValuesOf(*ReadSync(*client, "log", "")), (std::vector<std::string>{"again"}));
+}
+
+// The fake's streams answer as Redis does (ids aside, which are times): the same calls on
+// both give the same values, emptiness and errors. Exact trimming in the fake is within what
+// MAXLEN ~ allows, so trimming is compared by its bounds.
+TEST_F(RedisClientTest, FakeClientStreamsBehaveAsRedis) {
+  auto real = Client(Options());
+  FakeRedisClient fake;
+  for (RedisClient* c : {static_cast<RedisClient*>(real.get()), static_cast<RedisClient*>(&fake)}) {
+    SCOPED_TRACE(c == &fake ? "fake" : "redis");
+    std::vector<std::string> ids;
+    for (int i = 0; i < 5; ++i) {
+      auto id = AppendSync(*c, "log", std::string("v\0", 2) + std::to_string(i));
+      ASSERT_TRUE(id.ok());
+      ids.push_back(*id);
+    }
+    auto all = ReadSync(*c, "log", "");
+    ASSERT_TRUE(all.ok());
+    ExpectIncreasingIds(*all);
+    ASSERT_EQ(all->size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ((*all)[i].id, ids[i]);
+      EXPECT_EQ((*all)[i].value, std::string("v\0", 2) + std::to_string(i));
+    }
+    EXPECT_EQ(ValuesOf(*ReadSync(*c, "log", "0-0", 2)).size(), 2u);
+    EXPECT_EQ(ReadSync(*c, "log", ids[2], 1)->front().id, ids[3]);
+    EXPECT_TRUE(ReadSync(*c, "log", ids[4])->empty());
+    EXPECT_TRUE(ReadSync(*c, "missing", "")->empty());
+    EXPECT_EQ(ReadSync(*c, "log", "", 0).status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(ReadSync(*c, "log", "x").status().code(), Status::Code::kInvalidArgument);
+    for (int i = 0; i < 400; ++i) ASSERT_TRUE(AppendSync(*c, "trim", std::to_string(i), 20).ok());
+    auto trimmed = ReadSync(*c, "trim", "", 1000);
+    ASSERT_TRUE(trimmed.ok());
+    EXPECT_GE(trimmed->size(), 20u);
+    EXPECT_LE(trimmed->size(), 20u + 100u);
+    EXPECT_EQ(trimmed->back().value, "399");
+  }
+  EXPECT_EQ(fake.count(FakeRedisClient::Kind::kStreamAppend), 405u);
+  EXPECT_EQ(fake.stream("log").size(), 5u);
+
+  // Held: pending like the other calls, answered (or failed) by the test.
+  fake.SetStreamsHeld(true);
+  Result<Entries> held = Status::Internal("unanswered");
+  fake.StreamRead("log", "", 10, [&](Result<Entries> r) { held = std::move(r); });
+  auto call = fake.Next(FakeRedisClient::Kind::kStreamRead);
+  ASSERT_TRUE(call.has_value());
+  EXPECT_EQ(call->key(), "log");
+  EXPECT_EQ(call->limit, 10);
+  call->AnswerStreamRead({{"7-0", "x"}});
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(*held, (Entries{{"7-0", "x"}}));
+  fake.StreamAppend("log", "y", 5, nullptr);
+  fake.Next(FakeRedisClient::Kind::kStreamAppend)->Fail(Status::Unavailable("down"));
+  EXPECT_EQ(fake.stream("log").size(), 5u);
+  fake.SetStreamsHeld(false);
+  fake.SetCircuitOpen(true);
+  EXPECT_EQ(ReadSync(fake, "log", "").status().message(), "redis circuit open");
 }
 
 TEST_F(RedisClientTest, MetricsAreExported) {

@@ -7,10 +7,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -30,7 +30,7 @@ class FakeGenerationApi final : public InferenceApi {
 
   // Admitted, "Hel" + "lo", stop: what a generative model would do for a short answer.
   static void Hello(const GenerateRequest&, GenerationSink& sink) {
-    sink.OnStart({"smol", "q8_0", 5, 120});
+    sink.OnStart({"smol", "q8_0", 5, 120, "", 0, 0});
     sink.OnText({"Hel", 1, -0.5f});
     sink.OnText({"", 1, -0.1f});  // A token whose text is held back.
     sink.OnText({"lo", 1, -0.25f});
@@ -100,9 +100,9 @@ class GenerationHarness {
     add_routes(router, context);
   }
 
-  std::shared_ptr<FakeExchange> Post(const std::string& target, const std::string& body,
-                                     const std::vector<std::pair<std::string, std::string>>&
-                                         headers = {}) {
+  std::shared_ptr<FakeExchange> Post(
+      const std::string& target, const std::string& body,
+      const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     auto ex = std::make_shared<FakeExchange>("POST", target, /*received_micros=*/1'000'000);
     ex->WithBody(body);
     for (const auto& [k, v] : headers) ex->With(k, v);

@@ -6,11 +6,11 @@
 #include "server/generation_sink.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -75,7 +75,7 @@ TEST_F(GenerationStreamTest, EventsArriveAsChunksWhileTheRequestRunsAndKeepAlive
   std::promise<void> first_read;
   auto first_read_done = first_read.get_future();
   PlayOnAThread([&first_read_done](GenerationSinkPtr sink, CancellationFlag) {
-    sink->OnStart({"smol", "q8_0", 3, 50});
+    sink->OnStart({"smol", "q8_0", 3, 50, "", 0, 0});
     sink->OnText({"Hel", 1, 0});
     first_read_done.wait();
     sink->OnText({"lo", 1, 0});
@@ -118,7 +118,7 @@ TEST_F(GenerationStreamTest, EventsArriveAsChunksWhileTheRequestRunsAndKeepAlive
 TEST_F(GenerationStreamTest, AClientThatLeavesMidStreamCancelsTheRequestTheCoreHolds) {
   std::atomic<bool> saw_cancel{false};
   PlayOnAThread([&saw_cancel](GenerationSinkPtr sink, CancellationFlag cancelled) {
-    sink->OnStart({"smol", "q8_0", 3, 0});
+    sink->OnStart({"smol", "q8_0", 3, 0, "", 0, 0});
     sink->OnText({"one", 1, 0});
     // The step loop would check the flag every step; here: until it is set, or 10 s.
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);

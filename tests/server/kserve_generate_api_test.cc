@@ -1,6 +1,7 @@
 #include "server/kserve_generate_api.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "server/sse_writer.h"
@@ -68,7 +69,7 @@ TEST_F(KServeGenerateTest, ErrorsAreKServeObjectsBeforeTheStreamAndEventsAfter) 
   EXPECT_EQ(json::parse(ex->response()->body)["error"], "model 'nope' is not served");
 
   h.api.script = [](const GenerateRequest&, GenerationSink& sink) {
-    sink.OnStart({"smol", "q8_0", 1, 0});
+    sink.OnStart({"smol", "q8_0", 1, 0, "", 0, 0});
     sink.OnText({"a", 1, 0});
     sink.OnEnd(Status::Internal("decode failed"));
   };

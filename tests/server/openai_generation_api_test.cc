@@ -1,6 +1,7 @@
 #include "server/openai_generation_api.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "server/openai_api.h"
@@ -56,8 +57,8 @@ TEST_F(OpenAiGenerationTest, CompletionPassesItsFieldsToTheCoreAndAnswersInOpenA
   EXPECT_EQ(body["usage"]["total_tokens"], 8);
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
   const std::string timing = ex->response_header("Server-Timing");
-  for (const char* stage : {"parse;dur=", "queue;dur=0.120", "prefill;dur=", "decode;dur=",
-                            "serialize;dur=", "total;dur="}) {
+  for (const char* stage : {"parse;dur=", "queue;dur=0.120",
+                            "prefill;dur=", "decode;dur=", "serialize;dur=", "total;dur="}) {
     EXPECT_NE(timing.find(stage), std::string::npos) << stage << " in " << timing;
   }
   EXPECT_EQ(ex->response_header("X-Tailcut-Variant"), "q8_0");
@@ -224,10 +225,9 @@ TEST_F(OpenAiGenerationTest, ARequestRefusedBeforeAdmissionGetsAJsonErrorWithIts
   for (const bool stream : {false, true}) {
     for (const ErrorCase& c : cases) {
       h.api.script = [&c](const GenerateRequest&, GenerationSink& sink) { sink.OnEnd(c.status); };
-      auto ex = h.Post("/v1/chat/completions",
-                       json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                            {"stream", stream}}
-                           .dump());
+      auto ex = h.Post(
+          "/v1/chat/completions",
+          json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", stream}}.dump());
       EXPECT_FALSE(ex->stream()) << "no stream before admission";
       EXPECT_EQ(ex->response()->status, c.http) << c.status.message();
       const json body = json::parse(ex->response()->body);
@@ -243,7 +243,7 @@ TEST_F(OpenAiGenerationTest, ARequestRefusedBeforeAdmissionGetsAJsonErrorWithIts
 
 TEST_F(OpenAiGenerationTest, AnErrorAfterTheStreamStartedIsAnErrorEventAndTheBodyEnds) {
   h.api.script = [](const GenerateRequest&, GenerationSink& sink) {
-    sink.OnStart({"smol", "q8_0", 5, 0});
+    sink.OnStart({"smol", "q8_0", 5, 0, "", 0, 0});
     sink.OnText({"Hel", 1, 0});
     sink.OnEnd(Status::DeadlineExceeded("the deadline passed while generating"));
   };
@@ -275,7 +275,7 @@ TEST_F(OpenAiGenerationTest, TheDeadlineHeaderAndTheClientsCancellationReachTheC
 TEST_F(OpenAiGenerationTest, PiecesAfterTheStreamClosedAreNotWritten) {
   std::shared_ptr<FakeExchange> exchange;
   h.api.script = [&exchange](const GenerateRequest&, GenerationSink& sink) {
-    sink.OnStart({"smol", "q8_0", 5, 0});
+    sink.OnStart({"smol", "q8_0", 5, 0, "", 0, 0});
     sink.OnText({"one", 1, 0});
     exchange->stream()->Close();  // The client went away (or read too slowly).
     sink.OnText({"two", 1, 0});
@@ -361,10 +361,12 @@ TEST_F(OpenAiGenerationTest, BadInputIsA400NamingTheField) {
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
        "'max_completion_tokens'"},
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5,
-                  "max_completion_tokens": 6})", "disagree"},
+                  "max_completion_tokens": 6})",
+       "disagree"},
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "'logprobs'"},
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
-                  "top_logprobs": 3})", "'top_logprobs'"},
+                  "top_logprobs": 3})",
+       "'top_logprobs'"},
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 0})",
        "'top_logprobs'"},
       {kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 3})", "'n'"},

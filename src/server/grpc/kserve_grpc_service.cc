@@ -1,5 +1,7 @@
 #include "server/grpc/kserve_grpc_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -10,8 +12,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "common/cancellation.h"
 #include "server/generation_sink.h"
@@ -84,8 +84,9 @@ Result<int64_t> TimeoutParameter(
     return static_cast<int64_t>(
         std::min<uint64_t>(p.uint64_param(), std::numeric_limits<int64_t>::max()));
   }
-  return Status::InvalidArgument("parameter 'timeout' must be a positive int64_param "
-                                 "(microseconds)");
+  return Status::InvalidArgument(
+      "parameter 'timeout' must be a positive int64_param "
+      "(microseconds)");
 }
 
 // The request's parameters as the JSON object the generate extension reads (its own
@@ -95,12 +96,23 @@ nlohmann::json ParametersJson(
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [key, p] : params) {
     switch (p.parameter_choice_case()) {
-      case inference::InferParameter::kBoolParam: out[key] = p.bool_param(); break;
-      case inference::InferParameter::kInt64Param: out[key] = p.int64_param(); break;
-      case inference::InferParameter::kStringParam: out[key] = p.string_param(); break;
-      case inference::InferParameter::kDoubleParam: out[key] = p.double_param(); break;
-      case inference::InferParameter::kUint64Param: out[key] = p.uint64_param(); break;
-      case inference::InferParameter::PARAMETER_CHOICE_NOT_SET: break;
+      case inference::InferParameter::kBoolParam:
+        out[key] = p.bool_param();
+        break;
+      case inference::InferParameter::kInt64Param:
+        out[key] = p.int64_param();
+        break;
+      case inference::InferParameter::kStringParam:
+        out[key] = p.string_param();
+        break;
+      case inference::InferParameter::kDoubleParam:
+        out[key] = p.double_param();
+        break;
+      case inference::InferParameter::kUint64Param:
+        out[key] = p.uint64_param();
+        break;
+      case inference::InferParameter::PARAMETER_CHOICE_NOT_SET:
+        break;
     }
   }
   return out;
@@ -125,7 +137,8 @@ class KServeGrpcService::InferCall {
   virtual CancellationFlag cancellation() const = 0;
   // Ends the request with `status` (OK: its response is filled in). `model` labels the
   // metrics (a served model's name, or empty). Nothing may touch the call afterwards.
-  virtual void Answer(const Status& status, const std::string& model, StageTimings timings = {}) = 0;
+  virtual void Answer(const Status& status, const std::string& model,
+                      StageTimings timings = {}) = 0;
 };
 
 void KServeGrpcService::Record(std::string_view route, const std::string& model,
@@ -291,8 +304,7 @@ class KServeGrpcService::Stream final
       WorkPool::Task task = [this] {
         stream_.service_.RunInfer(this, request_, answer_.mutable_infer_response());
       };
-      if (!service.pool_.TrySubmit(heavy ? WorkPool::Lane::kHeavy : WorkPool::Lane::kLight,
-                                   task)) {
+      if (!service.pool_.TrySubmit(heavy ? WorkPool::Lane::kHeavy : WorkPool::Lane::kLight, task)) {
         Answer(Status::Unavailable("server busy: too many requests are waiting for a work "
                                    "thread; retry shortly"),
                service.context_.ModelLabel(request_.model_name()));
@@ -303,7 +315,8 @@ class KServeGrpcService::Stream final
     int64_t received_micros() const override { return received_micros_; }
     CancellationFlag cancellation() const override { return stream_.cancellation_; }
 
-    void Answer(const Status& status, const std::string& model, StageTimings timings = {}) override {
+    void Answer(const Status& status, const std::string& model,
+                StageTimings timings = {}) override {
       stream_.service_.Record(kRoute, model, status, received_micros_, true, traceparent_,
                               Metadata(*stream_.context_, "traceparent"), timings);
       if (!status.ok()) {
@@ -366,10 +379,10 @@ class KServeGrpcService::Stream final
   inference::ModelInferRequest next_;  // Being read; touched only by the read chain.
   std::mutex mutex_;
   std::deque<inference::ModelStreamInferResponse> writes_;  // Guarded by mutex_; front in flight.
-  bool writing_ = false;                                     // Guarded by mutex_.
-  bool reads_done_ = false;                                  // Guarded by mutex_.
-  bool broken_ = false;                                      // Guarded by mutex_.
-  bool finished_ = false;                                    // Guarded by mutex_.
+  bool writing_ = false;                                    // Guarded by mutex_.
+  bool reads_done_ = false;                                 // Guarded by mutex_.
+  bool broken_ = false;                                     // Guarded by mutex_.
+  bool finished_ = false;                                   // Guarded by mutex_.
   int64_t unanswered_ = 0;  // Requests read and not yet answered; guarded by mutex_.
 };
 
@@ -377,7 +390,9 @@ KServeGrpcService::KServeGrpcService(ApiContext& context, Authenticator& auth, W
                                      const KServeGrpcServiceOptions& options)
     : context_(context), auth_(auth), pool_(pool), options_(options) {}
 
-KServeGrpcService::~KServeGrpcService() { AwaitCallsLetGo(); }
+KServeGrpcService::~KServeGrpcService() {
+  AwaitCallsLetGo();
+}
 
 void KServeGrpcService::AwaitCallsLetGo() {
   std::unique_lock<std::mutex> lock(holders_mutex_);
@@ -572,7 +587,8 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
     if (!texts.ok()) return fail(texts.status(), model);
     if (texts->size() != 1) {
       return fail(Status::InvalidArgument("a generative model takes one prompt per request, "
-                                          "got " + std::to_string(texts->size())),
+                                          "got " +
+                                          std::to_string(texts->size())),
                   model);
     }
     GenerateRequest req;
@@ -582,14 +598,14 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
         !s.ok()) {
       return fail(s, model);
     }
+    ApiContext::ApplyCacheControl(Metadata(call->context(), "cache-control"), &req);
     req.received_micros = call->received_micros();
     req.deadline_micros = deadline;
     req.cancellation = call->cancellation();
     const int64_t parse_micros = context_.clock().NowMicros() - call->received_micros();
     req.timings.parse_micros = parse_micros;
     auto sink = std::make_shared<CollectingGenerationSink>(
-        context_, false, parse_micros,
-        [this, call, response, model](Result<GeneratedText> r) {
+        context_, false, parse_micros, [this, call, response, model](Result<GeneratedText> r) {
           if (!r.ok()) return call->Answer(r.status(), model);
           const int64_t start = context_.clock().NowMicros();
           auto* out = response->add_outputs();
@@ -635,7 +651,8 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
       if (!r.ok()) return call->Answer(r.status(), model);
       const int64_t start = context_.clock().NowMicros();
       StageTimings t = r->timings;
-      if (Status s = AddGrpcOutput(EmbeddingTensor(*r), response); !s.ok()) return call->Answer(s, r->model, t);
+      if (Status s = AddGrpcOutput(EmbeddingTensor(*r), response); !s.ok())
+        return call->Answer(s, r->model, t);
       (*response->mutable_parameters())["variant"].set_string_param(ServedVariants(*r));
       t.serialize_micros = context_.clock().NowMicros() - start;
       call->Answer(Status::Ok(), r->model, t);

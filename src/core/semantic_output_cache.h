@@ -1,0 +1,174 @@
+// SemanticOutputCache: generated answers reused for requests that ask the same thing, looked up
+// before a generation request is queued (Triton's order: cache first, queue second).
+//
+// For each generation request:
+//   1. Eligibility. Only what may be reused is: by default deterministic requests (temperature
+//      0, or an explicit seed); a request that samples bypasses the cache unless
+//      `cache_sampling_requests` opts in. Requests asking for logprobs bypass it (a cached
+//      answer's log-probabilities are another prompt's). Cache-Control: no-cache skips the
+//      lookup, no-store the insert.
+//   2. Partition: everything that must match exactly for one request's answer to serve another
+//      is hashed into the partition key: the model, the precision pin, completions vs chat,
+//      the system prompt and every earlier turn (roles and texts), the sampling parameters,
+//      max_tokens and the stop strings. Only the query text (the last user turn, or the
+//      completion prompt) may differ, and only by meaning.
+//   3. Exact match: the same query text in the partition is a hit ("exact").
+//   4. Semantic match: the query is embedded with the configured embedding model through the
+//      core (in process, through its batching and embedding cache, so a burst of lookups is one
+//      batch), the partition's nearest entries are found (SemanticStore, HNSW), and the decision
+//      policy accepts the best candidate or none: a cosine threshold, or a verifier trained on
+//      labelled question pairs whose probability threshold is chosen for the operator's bound
+//      on wrong hits (SemanticVerifier, max_wrong_hits_per_mille).
+//   5. A hit is replayed into the sink as the original generation's pieces (streamed when the
+//      request streams), with GenerationStart::cache saying so; a miss generates as usual, and
+//      its answer is inserted when it completes (stop or length), never when it was cancelled
+//      or failed.
+// An embedding failure (model not loaded, overload, deadline) degrades to a miss: the cache
+// never fails a request that generation could answer. Identical concurrent queries (same
+// partition, same text) generate once: the others wait for that answer (single-flight), or
+// generate themselves if it fails. Only a request whose deadline is no earlier than the
+// generating one's waits for it (that generation ends by its own deadline, so the wait is
+// bounded by the waiter's); one with an earlier deadline generates on its own.
+//
+// Replicas: every insert is offered to `publish` (the Redis log, core/semantic_cache_sync.h),
+// and entries other replicas computed come in through Adopt().
+//
+// Thread-safety: every method is safe from any thread. Callbacks (embedding, continuation,
+// sinks) run on the threads the core hands them to; none is called with a lock held.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/semantic_store.h"
+#include "cache/semantic_verifier.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "core/generation.h"
+#include "obs/metrics.h"
+
+namespace tailcut {
+
+struct SemanticCacheOptions {
+  // Whether generation requests look in (and fill) the cache at all.
+  bool enabled = false;
+  // How a candidate is judged the same question: "verifier" (the trained pair classifier, at
+  // the threshold that max_wrong_hits_per_mille asks for), "cosine" (one cosine threshold,
+  // min_cosine_per_mille), or "exact" (identical query text only; nothing is embedded).
+  std::string policy = "verifier";
+  // The text-embedding model that embeds queries; empty = the default text-embedding model.
+  // The verifier was trained on all-MiniLM-L6-v2's fp32 vectors: with another model its
+  // operating points no longer hold (use the cosine policy, measured for that model).
+  std::string embedding_model;
+  // The verifier policy's bound on wrong hits, in hits per thousand: the operating point (of the
+  // verifier's measured table) with the most hits whose wrong-hit share on held-out labelled
+  // pairs is at most this. Lower = fewer wrong answers and fewer hits. 0 = the verifier's own
+  // recommended bound (its document's default_max_wrong_hit_share).
+  int64_t max_wrong_hits_per_mille = 0;
+  // Cosine policy: the threshold. Verifier policy: candidates below it are not even scored (a
+  // floor that saves work; the verifier's table says how many true hits lie below it).
+  int64_t min_cosine_per_mille = 900;
+  // Nearest entries scored per lookup. More finds a paraphrase the embedding ranks second, at
+  // a few microseconds each.
+  int candidates = 4;
+  // Cache requests that sample (temperature > 0 without a seed). Off by default: their answers
+  // are meant to differ from run to run.
+  bool cache_sampling_requests = false;
+  // Longest generated answer stored, in bytes of text; longer ones are not cached.
+  int64_t max_answer_bytes = 64 << 10;
+  SemanticStoreOptions store;
+};
+
+struct SemanticCacheStats {
+  int64_t exact_hits = 0;
+  int64_t semantic_hits = 0;
+  int64_t misses = 0;
+  int64_t bypasses = 0;
+  int64_t inserts = 0;
+  int64_t adopted = 0;  // Entries received from other replicas.
+  int64_t single_flight_joins = 0;
+  SemanticStoreStats store;
+};
+
+class SemanticOutputCache {
+ public:
+  // Embeds one query: calls `done` once, on any thread, with the L2-normalised vector or why
+  // not. `request` carries the generation request's deadline and cancellation.
+  using EmbedFn = std::function<void(const GenerateRequest& request, const std::string& text,
+                                     std::function<void(Result<std::vector<float>>)> done)>;
+  // Queues the request on the model (the path a request takes without the cache).
+  using GenerateFn = std::function<void(GenerateRequest request, GenerationSinkPtr sink)>;
+  // Runs a continuation off the calling thread (the work pool): an embedding's callback
+  // arrives on a batch worker, which must not tokenise prompts or replay answers.
+  using PostFn = std::function<void(std::function<void()>)>;
+  // Offered every entry this replica inserts (the Redis log); may be null.
+  using PublishFn = std::function<void(const SemanticEntry& entry)>;
+
+  struct Deps {
+    EmbedFn embed;
+    PostFn post;        // Null = run continuations inline.
+    PublishFn publish;  // Null = this replica alone.
+    // The verifier policy's classifier; null with another policy.
+    std::shared_ptr<const SemanticVerifier> verifier;
+    MetricsRegistry* metrics = nullptr;  // May be null.
+    const Clock* clock = nullptr;        // Null = SystemClock.
+  };
+
+  // kInvalidArgument when the options are inconsistent (an unknown policy, the verifier policy
+  // without a verifier, a bound the verifier has no operating point for: the message names the
+  // range it has).
+  static Result<std::unique_ptr<SemanticOutputCache>> Create(const SemanticCacheOptions& options,
+                                                             Deps deps);
+  ~SemanticOutputCache();
+
+  // Answers `request` (whose model is canonical: `model`) from the cache when it may and can,
+  // else generates it with `generate` and caches the answer.
+  void Generate(GenerateRequest request, const std::string& model, GenerationSinkPtr sink,
+                GenerateFn generate);
+  // An entry another replica computed (from the Redis log). False if already known.
+  bool Adopt(SemanticEntry entry);
+  // Removes every entry; the count removed.
+  int64_t Flush();
+  SemanticCacheStats stats() const;
+  const SemanticCacheOptions& options() const { return options_; }
+  // The verifier policy's probability threshold in force (0 with another policy).
+  double verifier_threshold() const { return verifier_threshold_; }
+
+ private:
+  struct Lookup;
+  struct Metrics;
+  class RecordingSink;
+  class Flight;
+
+  SemanticOutputCache(const SemanticCacheOptions& options, Deps deps, double verifier_threshold);
+  void AfterEmbedding(std::shared_ptr<Lookup> lookup, Result<std::vector<float>> embedding);
+  void Replay(const Lookup& lookup, const SemanticEntry& entry, const std::string& kind,
+              float similarity);
+  void Miss(std::shared_ptr<Lookup> lookup);
+  // Removes and returns the single-flight entry `key` (null for none, or an empty key).
+  std::shared_ptr<Flight> TakeFlight(const std::string& key);
+  void Insert(SemanticEntry entry);
+  void Post(std::function<void()> task) const;
+  int64_t NowMicros() const;
+
+  const SemanticCacheOptions options_;
+  const Deps deps_;
+  const double verifier_threshold_;
+  SemanticStore store_;
+  std::unique_ptr<Metrics> metrics_;
+
+  // Single-flight: the followers of queries being generated, by partition + query.
+  std::mutex flights_mutex_;
+  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+
+  std::atomic<int64_t> exact_hits_{0}, semantic_hits_{0}, misses_{0}, bypasses_{0}, inserts_{0},
+      adopted_{0}, joins_{0};
+};
+
+}  // namespace tailcut
