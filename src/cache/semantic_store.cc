@@ -12,6 +12,8 @@ namespace {
 // index's links (M * 2 neighbours of 4 bytes at level 0, plus headers).
 constexpr size_t kEntryOverheadBytes = 512;
 constexpr size_t kInitialIndexCapacity = 64;
+// The label of an entry kept for exact lookups only (stored without an embedding).
+constexpr size_t kNoLabel = static_cast<size_t>(-1);
 }  // namespace
 
 size_t SemanticEntry::Bytes() const {
@@ -24,25 +26,29 @@ size_t SemanticEntry::Bytes() const {
 struct SemanticStore::Slot {
   SemanticEntryPtr entry;
   Partition* partition = nullptr;
-  size_t label = 0;
+  size_t label = kNoLabel;
   size_t bytes = 0;
   Lru::iterator lru;
 };
 
 struct SemanticStore::Partition {
-  Partition(size_t dimensions, const SemanticStoreOptions& options)
-      : space(dimensions),
-        index(std::make_unique<hnswlib::HierarchicalNSW<float>>(
-            &space, kInitialIndexCapacity, static_cast<size_t>(options.hnsw_m),
-            static_cast<size_t>(options.hnsw_ef_construction))) {
+  // The index comes with the partition's first entry that has an embedding (the exact policy
+  // stores none).
+  void EnsureIndex(size_t dimensions, const SemanticStoreOptions& options) {
+    if (index) return;
+    space = std::make_unique<hnswlib::InnerProductSpace>(dimensions);
+    index = std::make_unique<hnswlib::HierarchicalNSW<float>>(
+        space.get(), kInitialIndexCapacity, static_cast<size_t>(options.hnsw_m),
+        static_cast<size_t>(options.hnsw_ef_construction));
     index->setEf(static_cast<size_t>(options.hnsw_ef_search));
   }
-  hnswlib::InnerProductSpace space;
-  std::unique_ptr<hnswlib::HierarchicalNSW<float>> index;  // Points into `space`.
+  std::unique_ptr<hnswlib::InnerProductSpace> space;
+  std::unique_ptr<hnswlib::HierarchicalNSW<float>> index;  // Points into `space`; may be null.
   std::vector<Slot*> by_label;                             // Null = free (marked deleted).
   std::vector<size_t> free_labels;
   std::unordered_map<std::string, Slot*> by_query;
-  size_t live = 0;
+  size_t live = 0;     // Entries.
+  size_t indexed = 0;  // Entries with a point in the index.
 };
 
 SemanticStore::SemanticStore(const SemanticStoreOptions& options, const Clock& clock)
@@ -58,9 +64,12 @@ bool SemanticStore::ExpiredLocked(const SemanticEntry& entry, int64_t now) const
 
 void SemanticStore::RemoveLocked(Slot* slot) {
   Partition* p = slot->partition;
-  p->index->markDelete(slot->label);
-  p->by_label[slot->label] = nullptr;
-  p->free_labels.push_back(slot->label);
+  if (slot->label != kNoLabel) {
+    p->index->markDelete(slot->label);
+    p->by_label[slot->label] = nullptr;
+    p->free_labels.push_back(slot->label);
+    --p->indexed;
+  }
   auto q = p->by_query.find(slot->entry->query);
   if (q != p->by_query.end() && q->second == slot) p->by_query.erase(q);
   --p->live;
@@ -72,12 +81,14 @@ void SemanticStore::RemoveLocked(Slot* slot) {
 }
 
 bool SemanticStore::Insert(SemanticEntry entry) {
-  if (entry.embedding.empty()) return false;
   const size_t bytes = entry.Bytes();
   if (static_cast<int64_t>(bytes) > options_.capacity_bytes) return false;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (dimensions_ == 0) dimensions_ = entry.embedding.size();
-  if (entry.embedding.size() != dimensions_ || by_id_.count(entry.id) > 0) return false;
+  const bool embedded = !entry.embedding.empty();
+  if (embedded && dimensions_ == 0) dimensions_ = entry.embedding.size();
+  if ((embedded && entry.embedding.size() != dimensions_) || by_id_.count(entry.id) > 0) {
+    return false;
+  }
   const int64_t now = clock_.NowMicros();
   if (ExpiredLocked(entry, now)) return false;
 
@@ -96,20 +107,24 @@ bool SemanticStore::Insert(SemanticEntry entry) {
     RemoveLocked(victim);
   }
   auto& partition = partitions_[entry.partition];
-  if (!partition) partition = std::make_unique<Partition>(dimensions_, options_);
+  if (!partition) partition = std::make_unique<Partition>();
   Partition* p = partition.get();
 
-  size_t label;
-  if (!p->free_labels.empty()) {
-    label = p->free_labels.back();
-    p->free_labels.pop_back();
-  } else {
-    label = p->by_label.size();
-    if (label >= p->index->max_elements_) p->index->resizeIndex(p->index->max_elements_ * 2);
-    p->by_label.push_back(nullptr);
+  size_t label = kNoLabel;
+  if (embedded) {
+    p->EnsureIndex(dimensions_, options_);
+    if (!p->free_labels.empty()) {
+      label = p->free_labels.back();
+      p->free_labels.pop_back();
+    } else {
+      label = p->by_label.size();
+      if (label >= p->index->max_elements_) p->index->resizeIndex(p->index->max_elements_ * 2);
+      p->by_label.push_back(nullptr);
+    }
+    // A reused label's point is updated in place and its deletion mark cleared.
+    p->index->addPoint(entry.embedding.data(), label);
+    ++p->indexed;
   }
-  // A reused label's point is updated in place and its deletion mark cleared.
-  p->index->addPoint(entry.embedding.data(), label);
 
   auto* slot = new Slot;
   slot->partition = p;
@@ -118,7 +133,7 @@ bool SemanticStore::Insert(SemanticEntry entry) {
   slot->entry = std::make_shared<const SemanticEntry>(std::move(entry));
   lru_.push_front(slot);
   slot->lru = lru_.begin();
-  p->by_label[label] = slot;
+  if (embedded) p->by_label[label] = slot;
   p->by_query[slot->entry->query] = slot;
   ++p->live;
   by_id_[slot->entry->id] = slot;
@@ -151,8 +166,9 @@ std::vector<SemanticCandidate> SemanticStore::Search(const std::string& partitio
   auto it = partitions_.find(partition);
   if (it == partitions_.end() || embedding.size() != dimensions_) return out;
   Partition* p = it->second.get();
+  if (p->indexed == 0) return out;
   const int64_t now = clock_.NowMicros();
-  auto found = p->index->searchKnn(embedding.data(), std::min<size_t>(k, p->live));
+  auto found = p->index->searchKnn(embedding.data(), std::min<size_t>(k, p->indexed));
   std::vector<Slot*> expired;
   while (!found.empty()) {  // Farthest first.
     const auto [distance, label] = found.top();

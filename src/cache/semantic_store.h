@@ -92,9 +92,10 @@ class SemanticStore {
   SemanticStore(const SemanticStore&) = delete;
   SemanticStore& operator=(const SemanticStore&) = delete;
 
-  // Adds `entry` (its embedding's size must match the store's first entry's; false when it
-  // does not, when its id is already stored, or when it alone exceeds the byte bound). An entry
-  // with the same partition and query as a stored one replaces it.
+  // Adds `entry` (its embedding's size must match the store's first embedded entry's; false
+  // when it does not, when its id is already stored, or when it alone exceeds the byte bound).
+  // An entry without an embedding (the exact policy embeds nothing) is found by FindExact
+  // only. An entry with the same partition and query as a stored one replaces it.
   bool Insert(SemanticEntry entry);
   // The entry of `partition` whose query is exactly `query`, if live; refreshes its recency.
   SemanticEntryPtr FindExact(const std::string& partition, const std::string& query);

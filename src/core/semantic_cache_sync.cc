@@ -59,7 +59,8 @@ std::optional<SemanticEntry> DecodeSemanticEntry(std::string_view value, const C
     e.completion_tokens = j.at("completion_tokens").get<int32_t>();
     e.created_micros =
         clock.NowMicros() - (UnixMicros() - j.at("created_unix_micros").get<int64_t>());
-    if (e.id.empty() || e.embedding.empty()) return std::nullopt;
+    // An empty embedding is an exact-policy replica's entry: found by its text only.
+    if (e.id.empty()) return std::nullopt;
     for (float x : e.embedding) {
       if (!std::isfinite(x)) return std::nullopt;
     }

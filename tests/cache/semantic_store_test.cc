@@ -154,5 +154,24 @@ TEST_F(SemanticStoreTest, TheSameQueryReplacesItsOlderAnswer) {
   EXPECT_EQ(store.stats().entries, 0);
 }
 
+TEST_F(SemanticStoreTest, AnEntryWithoutAnEmbeddingIsFoundByItsTextOnly) {
+  // What the exact policy stores: no embedding, so no point in the index.
+  SemanticStore store({}, clock_);
+  const int64_t now = clock_.NowMicros();
+  ASSERT_TRUE(store.Insert(Entry("x", "p1", "capital of france", {}, now)));
+  EXPECT_EQ(store.FindExact("p1", "capital of france")->id, "x");
+  EXPECT_TRUE(store.Search("p1", Unit(8, 0), 4, -1.0f).empty());
+  EXPECT_EQ(store.stats().index_slots, 0);
+  // Embedded entries beside it are searched as usual, and it leaves like any other.
+  ASSERT_TRUE(store.Insert(Entry("y", "p1", "capital of germany", Unit(8, 3), now)));
+  auto found = store.Search("p1", Unit(8, 3), 4, -1.0f);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].entry->id, "y");
+  ASSERT_TRUE(store.Insert(Entry("z", "p1", "capital of france", {}, now, "newer")));
+  EXPECT_EQ(store.FindExact("p1", "capital of france")->id, "z");
+  EXPECT_EQ(store.stats().entries, 2);
+  EXPECT_EQ(store.Clear(), 2);
+}
+
 }  // namespace
 }  // namespace tailcut

@@ -186,6 +186,23 @@ TEST_F(SemanticOutputCacheTest, ARepeatSentAsTheAnswerEndsIsAHitWhateverThePoolI
   EXPECT_EQ(repeat->text, "Paris.");
 }
 
+TEST_F(SemanticOutputCacheTest, TheExactPolicyEmbedsNothingAndServesTheSameTextAgain) {
+  SemanticCacheOptions options;
+  options.policy = "exact";
+  auto cache = Make(options);
+  auto first = Send(*cache, Chat("What is the capital of France?"));
+  ASSERT_EQ(queued_.size(), 1u);
+  queued_[0].Answer("Paris.");
+  auto again = Send(*cache, Chat("What is the capital of France?"));
+  EXPECT_EQ(queued_.size(), 1u);
+  ASSERT_TRUE(again->ended);
+  EXPECT_EQ(again->start.cache, "exact");
+  EXPECT_EQ(again->text, "Paris.");
+  Send(*cache, Chat("Which city is the capital of France?"));  // Reworded: a miss.
+  EXPECT_EQ(queued_.size(), 2u);
+  EXPECT_EQ(embeds_, 0);
+}
+
 TEST_F(SemanticOutputCacheTest, AParaphraseAboveTheThresholdHitsAndADifferentQuestionDoesNot) {
   SemanticCacheOptions options;
   options.min_cosine_per_mille = 900;

@@ -198,6 +198,17 @@ def test_the_shipped_verifier_accepts_a_rewording_and_refuses_another_question(s
     assert "X-Tailcut-Cache" not in chat(s, "What is the capital of France in 1700?").headers
 
 
+def test_the_exact_policy_serves_the_same_text_and_nothing_else(start):
+    s = start("--semantic.policy", "exact")
+    first = answer(chat(s, QUESTION))
+    again = chat(s, QUESTION)
+    assert again.headers["X-Tailcut-Cache"] == "exact"
+    assert answer(again) == first
+    assert "X-Tailcut-Cache" not in chat(s, "what is the capital of france?").headers
+    stats = admin(s)
+    assert (stats["exact_hits"], stats["semantic_hits"], stats["misses"]) == (1, 0, 2), stats
+
+
 def redis_flags(redis) -> list[str]:
     return ["--redis.enabled", "--redis.port", str(redis.port),
             "--semantic.redis_poll_millis", "50"]

@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Semantic output cache under load (issue 13), one command: the same stream of real questions at
+a fixed rate against three fresh `tailcut serve` processes in one run:
+
+  semantic   --semantic.enabled, the shipped policy (the verifier at its default bound)
+  exact      --semantic.enabled --semantic.policy exact: only the same text is a hit
+  off        no output cache: every request generates
+
+The stream (seeded, the same for all three): QQP pairs from the evaluation's *test* split (the
+pairs no verifier weight was trained or calibrated on: tools/semantic_cache_eval.py's
+split_bucket >= 80). Each chosen pair's first question `a` is asked; a few seconds later one
+follow-up comes, in equal shares:
+
+  repeat      `a` again, word for word (any cache should answer it)
+  paraphrase  `b` of a duplicate pair (the same question reworded: a semantic hit is right)
+  different   `b` of a non-duplicate pair (topically close, another question: a hit is wrong)
+
+Requests are chat completions, greedy (temperature 0), max_tokens --max-tokens, not streamed,
+sent open-loop at a constant --rate (each at its scheduled time on its own connection, so a
+slow answer does not delay the next request); latency runs from the scheduled time to the last
+byte. Per system: hits by kind (X-Tailcut-Cache) and follow-up type, wrong hits (a hit on a
+`different` follow-up; a semantic hit on a first question, which no labelled pair vouches for,
+is counted apart as `unlabelled`), client P50/P99 of all requests and of hits, the tokens
+generated (the server's tailcut_generation_generated_tokens_total), and the server's own
+decision time for semantic hits (tailcut_semantic_cache_lookup_seconds{result="semantic_hit"},
+the embedding of the prompt included; P50/P99 as histogram bucket bounds). Afterwards, on the
+idle semantic server, the decision's cost one request at a time (idle_hits() says how).
+
+  .venv/bin/python bench/semantic_cache_bench.py            # ~8 minutes
+  .venv/bin/python bench/semantic_cache_bench.py --duration 20 --rate 2   # harness check
+
+Results: bench/results/semantic-cache-load-<date>.json and a Markdown table on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import experiments  # noqa: E402  (its Prometheus histogram reader)
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = Path(os.environ.get("TAILCUT_BUILD_DIR", REPO / "build"))
+DEFAULT_QQP = Path(os.environ.get("TAILCUT_SHARED_DATA", REPO.parent / "shared" / "data")) / "qqp" / "pairs.jsonl.gz"
+MODEL = "smollm2-135m-instruct"
+SYSTEMS = {
+    "semantic": ["--semantic.enabled"],
+    "exact": ["--semantic.enabled", "--semantic.policy", "exact"],
+    "off": [],
+}
+FOLLOW_UPS = ("repeat", "paraphrase", "different")
+
+
+def split_bucket(a: str, b: str) -> int:
+    """The evaluation's split (tools/semantic_cache_eval.py): >= 80 is the test split."""
+    h = hashlib.blake2b((a + "\x1f" + b).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(h, "little") % 100
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_pairs(path: Path) -> tuple[list[dict], list[dict]]:
+    """Duplicate and non-duplicate pairs of the test split, each question used once."""
+    if not path.exists():
+        sys.exit(f"semantic_cache_bench: QQP data not found at {path} (--qqp)")
+    dup, other, seen = [], [], set()
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            p = json.loads(line)
+            a, b = " ".join(p["a"].split()), " ".join(p["b"].split())
+            if split_bucket(p["a"], p["b"]) < 80 or a in seen or b in seen or a == b:
+                continue
+            seen.update((a, b))
+            (dup if p["duplicate"] else other).append({"a": a, "b": b})
+    return dup, other
+
+
+def make_stream(args) -> list[dict]:
+    """Requests in order, each with the question, its role and its follow-up type."""
+    rng = random.Random(args.seed)
+    dup, other = test_pairs(args.qqp)
+    rng.shuffle(dup)
+    rng.shuffle(other)
+    n_pairs = int(args.rate * args.duration) // 2
+    events = []  # (time in s, order, request)
+    for k in range(n_pairs):
+        kind = FOLLOW_UPS[k % 3]
+        pair = other.pop() if kind == "different" else dup.pop()
+        t = k * 2.0 / args.rate
+        events.append((t, len(events), {"text": pair["a"], "role": "first", "follow_up": kind}))
+        follow = pair["a"] if kind == "repeat" else pair["b"]
+        gap = rng.uniform(args.min_gap, args.max_gap)
+        events.append((t + gap, len(events), {"text": follow, "role": "follow-up", "follow_up": kind}))
+    events.sort(key=lambda e: (e[0], e[1]))
+    # A constant rate: the order of the events, spaced 1/rate apart.
+    return [dict(req, at=i / args.rate) for i, (_, _, req) in enumerate(events)]
+
+
+class Server:
+    def __init__(self, name: str, flags: list[str], args, log: Path):
+        self.name, self.port, self.log = name, free_port(), log
+        self.argv = [str(args.tailcut), "serve", "--model-repository", str(args.models),
+                     "--port", str(self.port), "--host", "127.0.0.1", *flags, *args.server_args]
+        self.proc = None
+
+    def __enter__(self):
+        self.log_file = open(self.log, "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        t0 = time.monotonic()
+        while True:
+            if self.proc.poll() is not None or time.monotonic() - t0 > 120:
+                self.__exit__()
+                raise RuntimeError(f"{self.name}: not ready ({' '.join(self.argv)}):\n"
+                                   + self.log.read_text(errors="replace")[-3000:])
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/health/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.2)
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log_file.close()
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+
+def chat(port: int, text: str, max_tokens: int, timeout: float) -> tuple[int, dict, dict]:
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": text}],
+                       "max_tokens": max_tokens, "temperature": 0}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), {}
+
+
+def counter(text: str, name: str, labels: dict | None = None) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and (line[len(name)] in " {"):
+            head, _, val = line.rpartition(" ")
+            if all(f'{k}="{v}"' in head for k, v in (labels or {}).items()):
+                total += float(val)
+    return total
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
+
+
+def run_system(name: str, stream: list[dict], args, tmp: Path) -> dict:
+    with Server(name, SYSTEMS[name], args, tmp / f"{name}.log") as server:
+        # One request outside the stream, so the first measured one does not pay for warm-up.
+        chat(server.port, "Say hello.", 4, 60)
+        before = server.metrics()
+        results: list[dict | None] = [None] * len(stream)
+
+        def send(i: int, start: float) -> None:
+            req = stream[i]
+            scheduled = start + req["at"]
+            try:
+                status, headers, body = chat(server.port, req["text"], args.max_tokens, args.timeout)
+            except Exception as e:  # noqa: BLE001  (a transport error is a result, not a crash)
+                status, headers, body = 0, {}, {"error": repr(e)}
+            results[i] = {"ms": (time.monotonic() - scheduled) * 1000, "status": status,
+                          "cache": headers.get("X-Tailcut-Cache", ""),
+                          "similarity": headers.get("X-Tailcut-Cache-Similarity"),
+                          "answer": (body.get("choices") or [{}])[0].get("message", {}).get("content")}
+
+        threads = []
+        start = time.monotonic() + 0.5
+        for i, req in enumerate(stream):
+            delay = start + req["at"] - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            t = threading.Thread(target=send, args=(i, start), daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join(args.timeout + 5)
+        after = server.metrics()
+        idle = idle_hits(server, stream, args) if name == "semantic" and args.idle_hits else None
+
+    rows = [dict(req, **(res or {"ms": None, "status": 0, "cache": ""})) for req, res in zip(stream, results)]
+    ok = [r for r in rows if r["status"] == 200]
+    hits = [r for r in ok if r["cache"]]
+    follow = {k: [r for r in ok if r["role"] == "follow-up" and r["follow_up"] == k] for k in FOLLOW_UPS}
+
+    def hit_count(rs, kind=None):
+        return sum(1 for r in rs if r["cache"] and (kind is None or r["cache"] == kind))
+
+    generated = (counter(after, "tailcut_generation_generated_tokens_total")
+                 - counter(before, "tailcut_generation_generated_tokens_total"))
+    lookup = "tailcut_semantic_cache_lookup_seconds"
+    out = {
+        "requests": len(rows), "answered_200": len(ok),
+        "errors": len(rows) - len(ok),
+        "hits": len(hits), "hit_rate": round(len(hits) / max(1, len(ok)), 4),
+        "hits_by_follow_up": {k: {"of": len(v), "exact": hit_count(v, "exact"),
+                                  "semantic": hit_count(v, "semantic")} for k, v in follow.items()},
+        "wrong_hits": hit_count(follow["different"]),
+        "unlabelled_hits_on_first_questions": hit_count([r for r in ok if r["role"] == "first"]),
+        "latency_ms": {"p50": pct([r["ms"] for r in ok], 0.5), "p99": pct([r["ms"] for r in ok], 0.99)},
+        "hit_latency_ms": {"p50": pct([r["ms"] for r in hits], 0.5), "p99": pct([r["ms"] for r in hits], 0.99)},
+        "miss_latency_ms": {"p50": pct([r["ms"] for r in ok if not r["cache"]], 0.5),
+                            "p99": pct([r["ms"] for r in ok if not r["cache"]], 0.99)},
+        "generated_tokens": generated,
+        "server_semantic_hit_decision_ms": {
+            "p50": experiments.hist_quantile(after, lookup, {"result": "semantic_hit"}, 0.5, before),
+            "p99": experiments.hist_quantile(after, lookup, {"result": "semantic_hit"}, 0.99, before)},
+        "server_exact_hit_decision_ms": {
+            "p99": experiments.hist_quantile(after, lookup, {"result": "exact_hit"}, 0.99, before)},
+        "server_miss_decision_ms": {
+            "p99": experiments.hist_quantile(after, lookup, {"result": "miss"}, 0.99, before)},
+        "idle_semantic_hits": idle,
+        "rows": rows,
+    }
+    return out
+
+
+def idle_hits(server: Server, stream: list[dict], args) -> dict:
+    """The cache's decision on the idle server, one request at a time, so generation does not
+    compete for the cores:
+
+      case      a question the stream answered, its letters' case changed at random: the
+                embedding model is uncased, so cosine 1.0 and a semantic hit under any policy
+                (a different text, so not an exact hit); its tokens are the same, so the
+                embedding comes from the embedding model's own cache
+      embedded  each first question of the stream prefixed with "Please answer: ": new tokens,
+                so the embedding is computed; hit or miss, the decision does the work of a
+                semantic hit (embedding, search, verifier) before it replays or generates
+                (max_tokens 1 here, to keep the server idle)"""
+    rng = random.Random(args.seed)
+    lookup = "tailcut_semantic_cache_lookup_seconds"
+    out = {}
+    firsts = [r["text"] for r in stream if r["role"] == "first"]
+
+    def phase(texts: list[str], max_tokens: int) -> dict:
+        before = server.metrics()
+        ms, kinds = [], {}
+        for text in texts:
+            time.sleep(args.idle_gap)  # Idle: the last request's threads have gone quiet.
+            t0 = time.monotonic()
+            _, headers, _ = chat(server.port, text, max_tokens, args.timeout)
+            ms.append((time.monotonic() - t0) * 1000)
+            kind = headers.get("X-Tailcut-Cache", "miss")
+            kinds[kind] = kinds.get(kind, 0) + 1
+        after = server.metrics()
+        decision = {}
+        for result in ("semantic_hit", "miss"):
+            decision[result] = {
+                "p50": experiments.hist_quantile(after, lookup, {"result": result}, 0.5, before),
+                "p99": experiments.hist_quantile(after, lookup, {"result": result}, 0.99, before)}
+        return {"requests": len(ms), "by_result": kinds, "server_decision_ms": decision,
+                "client_ms": {"p50": pct(ms, 0.5), "p99": pct(ms, 0.99)}}
+
+    variants, seen = [], set(firsts)
+    while len(variants) < args.idle_hits:
+        text = "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in firsts[0])
+        if text not in seen:
+            seen.add(text)
+            variants.append(text)
+    out["case"] = phase(variants, args.max_tokens)
+    out["embedded"] = phase([f"Please answer: {t}" for t in firsts], 1)
+    return out
+
+
+def markdown(results: dict) -> str:
+    lines = ["| system | hit rate | paraphrases hit | repeats hit | wrong hits (of different) | "
+             "unlabelled hits | P50 ms | P99 ms | hit P99 ms | server semantic-hit P99 ms | "
+             "tokens generated | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        f = r["hits_by_follow_up"]
+        para = f["paraphrase"]
+        rep = f["repeat"]
+        lines.append(
+            f"| {name} | {r['hit_rate'] * 100:.1f} % | {para['exact'] + para['semantic']}/{para['of']} | "
+            f"{rep['exact'] + rep['semantic']}/{rep['of']} | {r['wrong_hits']}/{f['different']['of']} | "
+            f"{r['unlabelled_hits_on_first_questions']} | {r['latency_ms']['p50']} | {r['latency_ms']['p99']} | "
+            f"{r['hit_latency_ms']['p99']} | {r['server_semantic_hit_decision_ms']['p99']} | "
+            f"{int(r['generated_tokens'])} | {r['errors']} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qqp", type=Path, default=DEFAULT_QQP)
+    ap.add_argument("--tailcut", type=Path, default=BUILD / "tailcut")
+    ap.add_argument("--models", type=Path, default=REPO / "models",
+                    help="model repository holding the generative and the embedding model")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--rate", type=float, default=2.0, help="requests per second (constant)")
+    ap.add_argument("--duration", type=float, default=120.0, help="seconds of arrivals per system")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--min-gap", type=float, default=3.0, help="seconds from a question to its follow-up, at least")
+    ap.add_argument("--max-gap", type=float, default=15.0)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--idle-gap", type=float, default=0.2,
+                    help="seconds between the idle phase's requests")
+    ap.add_argument("--idle-hits", type=int, default=200,
+                    help="case-changed repeats sent one at a time to the idle semantic server afterwards")
+    ap.add_argument("--server-args", default="", help="extra flags for every server")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    args.server_args = args.server_args.split()
+    systems = args.systems.split(",")
+    for s in systems:
+        if s not in SYSTEMS:
+            ap.error(f"unknown system {s!r} (known: {', '.join(SYSTEMS)})")
+    stream = make_stream(args)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="semantic-bench-") as tmp:
+        for name in systems:
+            print(f"semantic_cache_bench: {name}: {len(stream)} requests at {args.rate} req/s", flush=True)
+            results[name] = run_system(name, stream, args, Path(tmp))
+    out = args.out or REPO / "bench" / "results" / f"semantic-cache-load-{datetime.now():%Y-%m-%d}.json"
+    doc = {"command": " ".join(sys.argv), "date": datetime.now().isoformat(timespec="seconds"),
+           "machine": {"cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
+                                    if ln.startswith("model name")), "?"), "cores": os.cpu_count()},
+           "rate": args.rate, "duration_s": args.duration, "max_tokens": args.max_tokens,
+           "results": results}
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(markdown(results))
+    if results.get("semantic", {}).get("idle_semantic_hits"):
+        print("idle semantic hits:", json.dumps(results["semantic"]["idle_semantic_hits"]))
+    print(f"semantic_cache_bench: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
