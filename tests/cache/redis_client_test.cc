@@ -734,7 +734,10 @@ TEST_F(RedisClientTest, StreamBadArgumentsAndWrongTypeAreErrors) {
       {"", 0},    {"", -1},     {"abc", 10},
       {"-1", 10}, {"1-", 10},   {"1-2-3", 10},
       {"+", 10},  {"1 -2", 10}, {"99999999999999999999-0", 10}};
-  for (const auto& [after, count] : bad) {
+  for (const auto& pair : bad) {
+    // Named copies: clang 14 cannot capture structured bindings in a lambda.
+    const std::string after = pair.first;
+    const int64_t count = pair.second;
     bool called = false;
     client->StreamRead("log", after, count, [&](Result<Entries> r) {
       called = true;
