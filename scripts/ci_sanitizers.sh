@@ -12,13 +12,15 @@
 #         flags plus coverage). This build with them took 12 minutes on 2 idle cores.
 #   tsan  build-tsan/ with ThreadSanitizer: the unit tests of the concurrent parts (batch
 #         queue and scheduler, caches and single-flight, the embedding cache, model reload,
-#         Redis client, delayed executor, work pool, metrics, the HTTP server and its streamed
-#         responses, the generation step loop on the real GGUF), then the thread-heaviest
+#         Redis client (standalone and a real cluster), delayed executor, work pool,
+#         metrics, the HTTP server and its streamed responses, the generation step loop on
+#         the real GGUF), then the thread-heaviest
 #         integration suites against build-tsan/tailcut: concurrent clients, overload and
 #         deadlines (admission), graceful shutdown, slow clients and connection eviction
 #         (robustness), large requests beside small ones and client disconnects (io_isolation),
-#         streamed generation with cancellation and drain (generation_api), and the cache's
-#         threads (test_cache.py's tests marked `threads`).
+#         streamed generation with cancellation and drain (generation_api), the semantic
+#         output cache (semantic_cache), and the cache's threads (test_cache.py's tests
+#         marked `threads`).
 #
 # Both builds use clang at -O1 with line tables only (fast to build, readable reports) and
 # only build what runs. Any sanitizer report fails the pass: the runtimes abort on the first
@@ -152,15 +154,13 @@ run_asan() {
 run_tsan() {
   log "tsan: configure + build build-tsan/"
   configure build-tsan thread
-  # Not redis_cluster_test, for now: under TSan (ctest -j2 beside the reload tests) its
-  # failover test once gave up after 20 s with the promoted replica in the slot map but the
-  # killed master's keys not all served (2026-12-03), and once under gcc in CI. The cause was
-  # the test's: it killed the master after a WAIT that proved nothing (WAIT from a fresh
-  # connection counts acknowledgements of that connection's own writes), so a write the
-  # replica had not applied was lost with the master. It now waits for the replica's
-  # replication offset (2026-12-04); it rejoins this pass once a TSan run has passed it.
+  # redis_cluster_test's failover test once gave up here (2026-12-03; ctest -j2 beside the
+  # reload tests), and once under gcc in CI: it killed a master after a WAIT that proved
+  # nothing (WAIT from a fresh connection counts acknowledgements of that connection's own
+  # writes), so a write the replica had not applied was lost with the master and its key
+  # never served. It now waits for the replica's replication offset (2026-12-04).
   cmake --build build-tsan --parallel "$JOBS" --target tailcut core_test cache_test redis_test \
-    common_test obs_test server_test generation_test
+    redis_cluster_test common_test obs_test server_test generation_test
   phase "tsan build"
 
   export TSAN_OPTIONS="$COMMON:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
@@ -169,7 +169,7 @@ run_tsan() {
   # applies to every process started below.
   local norandom=(setarch "$(uname -m)" -R)
   "${norandom[@]}" true 2>/dev/null || norandom=()
-  log "tsan: unit tests (core, cache, redis, common, obs, server, generation)"
+  log "tsan: unit tests (core, cache, redis, redis cluster, common, obs, server, generation)"
   # Only the binaries built above; the others are registered as *_NOT_BUILT.
   "${norandom[@]}" ctest --test-dir build-tsan --output-on-failure --timeout 600 -j "$JOBS" \
     -E '_NOT_BUILT$'
@@ -179,8 +179,10 @@ run_tsan() {
   # test_kserve_grpc.py's drain test is the one that found the gRPC front-end freeing its
   # service (and gRPC's server objects) under a work-pool thread still returning from
   # Finish() at SIGTERM (fixed 2026-12-03: calls hold the service until answered).
+  # test_semantic_cache.py: the semantic output cache's lookups continued on the work pool,
+  # single flight of identical prompts, and the Redis log's reader beside an outage.
   local suites=(test_concurrency.py test_admission.py test_shutdown.py test_robustness.py
-    test_io_isolation.py test_generation_api.py test_kserve_grpc.py)
+    test_io_isolation.py test_generation_api.py test_kserve_grpc.py test_semantic_cache.py)
   mkdir -p "$REPORTS/tsan"
   local tsan_env=(env "TSAN_OPTIONS=$TSAN_OPTIONS:log_path=$REPORTS/tsan/tsan"
     "TAILCUT_BUILD_DIR=$ROOT/build-tsan" TAILCUT_TEST_TIME_SCALE=10 TAILCUT_TEST_SANITIZER=tsan)

@@ -149,8 +149,8 @@ Status InferenceService::CreateSemanticCache() {
   deps.metrics = &metrics_registry_;
   deps.clock = &clock_;
   deps.post = [this](std::function<void()> task) {
-    if (work_pool_) {
-      work_pool_->Submit(WorkPool::Lane::kLight, std::move(task));
+    if (WorkPool* pool = work_pool_.load(std::memory_order_acquire)) {
+      pool->Submit(WorkPool::Lane::kLight, std::move(task));
     } else {
       task();
     }

@@ -7,6 +7,7 @@
 // Thread-safety: every public method is safe from any thread. Shutdown() once.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,8 +89,9 @@ class InferenceService final : public InferenceApi {
   // Its Redis log; null without Redis or when not shared.
   SemanticCacheSync* semantic_sync() const { return semantic_sync_.get(); }
   // Where continuations that must not run on a batch worker or a step loop go (the
-  // semantic cache's replays and misses); unset = inline. Set once, before serving.
-  void SetWorkPool(WorkPool* pool) { work_pool_ = pool; }
+  // semantic cache's replays and misses); unset = inline. Set once, before serving; the
+  // semantic cache's Redis reader may already be running then (it posts what it adopts).
+  void SetWorkPool(WorkPool* pool) { work_pool_.store(pool, std::memory_order_release); }
   void Infer(TensorRequest request, TensorCallback done) override;
   void Generate(GenerateRequest request, GenerationSinkPtr sink) override;
   std::vector<ModelDescription> ListModels() const override;
@@ -145,7 +147,7 @@ class InferenceService final : public InferenceApi {
   // After the entries: its lookups call Embed(), and the generations it records hold it.
   std::unique_ptr<SemanticOutputCache> semantic_cache_;
   std::unique_ptr<SemanticCacheSync> semantic_sync_;  // With Redis; stopped before redis_ goes.
-  WorkPool* work_pool_ = nullptr;
+  std::atomic<WorkPool*> work_pool_{nullptr};
   std::string default_model_;
   std::string default_generative_model_;
   std::atomic<bool> shutting_down_{false};
