@@ -19,6 +19,7 @@
 #include "cache/cached_value.h"
 #include "tests/cache/await_callback.h"
 #include "tests/cache/fake_redis_client.h"
+#include "tests/cache/parsed_reply.h"
 #include "tests/cache/redis_server_fixture.h"
 
 namespace tailcut {
@@ -758,20 +759,7 @@ TEST_F(RedisClientTest, StreamBadArgumentsAndWrongTypeAreErrors) {
   EXPECT_EQ(*GetSync(*client, "plain"), "v");
 }
 
-// A reply as hiredis would hand it over, from RESP text.
-struct ParsedReply {
-  explicit ParsedReply(const std::string& resp) {
-    redisReader* reader = redisReaderCreate();
-    redisReaderFeed(reader, resp.data(), resp.size());
-    void* out = nullptr;
-    if (redisReaderGetReply(reader, &out) == REDIS_OK) reply = static_cast<redisReply*>(out);
-    redisReaderFree(reader);
-  }
-  ~ParsedReply() {
-    if (reply != nullptr) freeReplyObject(reply);
-  }
-  redisReply* reply = nullptr;
-};
+using testing::ParsedReply;  // A reply from RESP text (parsed_reply.h).
 
 TEST(RedisStreamRepliesTest, MalformedRepliesAreErrorsNotCrashes) {
   // Good: field "v" found among others; an entry without it (or with nil fields) reads as "".

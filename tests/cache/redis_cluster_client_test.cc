@@ -24,6 +24,7 @@
 
 #include "cache/redis_cluster_slots.h"
 #include "tests/cache/await_callback.h"
+#include "tests/cache/parsed_reply.h"
 #include "tests/cache/redis_cluster_fixture.h"
 
 namespace tailcut {
@@ -74,20 +75,7 @@ TEST(RedisClusterSlotsTest, NodeListsParseOrSayWhatIsWrong) {
   }
 }
 
-// A reply as hiredis would hand it over, from RESP text.
-struct ParsedReply {
-  explicit ParsedReply(const std::string& resp) {
-    redisReader* reader = redisReaderCreate();
-    redisReaderFeed(reader, resp.data(), resp.size());
-    void* out = nullptr;
-    if (redisReaderGetReply(reader, &out) == REDIS_OK) reply = static_cast<redisReply*>(out);
-    redisReaderFree(reader);
-  }
-  ~ParsedReply() {
-    if (reply != nullptr) freeReplyObject(reply);
-  }
-  redisReply* reply = nullptr;
-};
+using testing::ParsedReply;  // A reply from RESP text (parsed_reply.h).
 
 TEST(RedisClusterSlotsTest, ClusterSlotsRepliesParse) {
   // Two ranges; the second's master has an unknown address ("" host: the answering node's).
