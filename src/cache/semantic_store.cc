@@ -80,7 +80,8 @@ void SemanticStore::RemoveLocked(Slot* slot) {
   delete slot;
 }
 
-bool SemanticStore::Insert(SemanticEntry entry) {
+bool SemanticStore::Insert(SemanticEntryPtr shared) {
+  const SemanticEntry& entry = *shared;
   const size_t bytes = entry.Bytes();
   if (static_cast<int64_t>(bytes) > options_.capacity_bytes) return false;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -130,7 +131,7 @@ bool SemanticStore::Insert(SemanticEntry entry) {
   slot->partition = p;
   slot->label = label;
   slot->bytes = bytes;
-  slot->entry = std::make_shared<const SemanticEntry>(std::move(entry));
+  slot->entry = std::move(shared);
   lru_.push_front(slot);
   slot->lru = lru_.begin();
   if (embedded) p->by_label[label] = slot;

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -95,8 +96,12 @@ class SemanticStore {
   // Adds `entry` (its embedding's size must match the store's first embedded entry's; false
   // when it does not, when its id is already stored, or when it alone exceeds the byte bound).
   // An entry without an embedding (the exact policy embeds nothing) is found by FindExact
-  // only. An entry with the same partition and query as a stored one replaces it.
-  bool Insert(SemanticEntry entry);
+  // only. An entry with the same partition and query as a stored one replaces it. The store
+  // shares `entry` (no copy): the caller may go on reading it.
+  bool Insert(SemanticEntryPtr entry);
+  bool Insert(SemanticEntry entry) {
+    return Insert(std::make_shared<const SemanticEntry>(std::move(entry)));
+  }
   // The entry of `partition` whose query is exactly `query`, if live; refreshes its recency.
   SemanticEntryPtr FindExact(const std::string& partition, const std::string& query);
   // Up to `k` live entries of `partition` nearest to `embedding`, most similar first, each with

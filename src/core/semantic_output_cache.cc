@@ -100,7 +100,9 @@ struct SemanticOutputCache::Metrics {
                   .Get()),
         inserts(r.AddCounter("tailcut_semantic_cache_inserts_total",
                              "Answers stored, by origin: this replica, or another (Redis)",
-                             {"origin"})) {}
+                             {"origin"})),
+        inserted_here(inserts.WithLabels({"local"})),
+        adopted_from_replica(inserts.WithLabels({"replica"})) {}
   Family<Counter>& lookups;
   Counter& exact;
   Counter& semantic;
@@ -114,6 +116,8 @@ struct SemanticOutputCache::Metrics {
   Gauge& entries;
   Gauge& bytes;
   Family<Counter>& inserts;
+  Counter& inserted_here;
+  Counter& adopted_from_replica;
 };
 
 // What one request's lookup carries from step to step.
@@ -175,7 +179,7 @@ class SemanticOutputCache::RecordingSink final : public GenerationSink {
       entry_.prompt_tokens = end->usage.prompt_tokens;
     }
     const bool store = complete && keep_ && lookup_->write;
-    std::shared_ptr<SemanticEntry> entry;
+    SemanticEntryPtr entry;
     if (store) {
       // Stored before the client has its answer, and before the single-flight entry goes: a
       // repeat sent the moment the answer arrives finds it (a hit, never a second generation).
@@ -186,8 +190,8 @@ class SemanticOutputCache::RecordingSink final : public GenerationSink {
       entry_.query = lookup_->query;
       entry_.embedding = lookup_->embedding;
       entry_.created_micros = cache_.NowMicros();
-      entry = std::make_shared<SemanticEntry>(std::move(entry_));
-      cache_.Insert(*entry);
+      entry = std::make_shared<const SemanticEntry>(std::move(entry_));
+      cache_.Insert(entry);
     }
     lookup_->sink->OnEnd(std::move(end));
     std::shared_ptr<Flight> flight = cache_.TakeFlight(flight_);
@@ -247,6 +251,9 @@ Result<std::unique_ptr<SemanticOutputCache>> SemanticOutputCache::Create(
 SemanticOutputCache::SemanticOutputCache(const SemanticCacheOptions& options, Deps deps,
                                          double verifier_threshold)
     : options_(options),
+      policy_(options.policy == "verifier" ? Policy::kVerifier
+              : options.policy == "cosine" ? Policy::kCosine
+                                           : Policy::kExact),
       deps_(std::move(deps)),
       verifier_threshold_(verifier_threshold),
       store_(options.store, deps_.clock ? *deps_.clock : SystemClock::Get()) {
@@ -301,7 +308,7 @@ void SemanticOutputCache::Generate(GenerateRequest request, const std::string& m
       return Replay(*lookup, *hit, "exact", 1.0f);
     }
   }
-  if (options_.policy == "exact") return Miss(std::move(lookup));
+  if (policy_ == Policy::kExact) return Miss(std::move(lookup));
   const GenerateRequest& r = lookup->request;
   deps_.embed(r, lookup->query, [this, lookup](Result<std::vector<float>> embedding) mutable {
     // On a batch worker: the decision is microseconds, the rest goes to the work pool.
@@ -315,14 +322,14 @@ void SemanticOutputCache::AfterEmbedding(std::shared_ptr<Lookup> lookup,
   lookup->embedding = std::move(embedding).value();
   if (lookup->read) {
     const float floor = static_cast<float>(options_.min_cosine_per_mille) / 1000.0f;
-    const auto candidates =
+    auto candidates =
         store_.Search(lookup->partition, lookup->embedding, options_.candidates, floor);
     const SemanticEntry* best = nullptr;
     float best_cosine = 0;
     double best_score = -1;
     for (const auto& c : candidates) {
       double score = c.cosine;
-      if (options_.policy == "verifier") {
+      if (policy_ == Policy::kVerifier) {
         score = deps_.verifier->Probability(
             ExtractSemanticPairFeatures(lookup->query, c.entry->query, c.cosine));
         if (score < verifier_threshold_) continue;
@@ -340,7 +347,7 @@ void SemanticOutputCache::AfterEmbedding(std::shared_ptr<Lookup> lookup,
         metrics_->similarity.Observe(best_cosine);
       }
       // The candidates hold their entries alive while the replay runs.
-      auto hold = std::make_shared<std::vector<SemanticCandidate>>(candidates);
+      auto hold = std::make_shared<std::vector<SemanticCandidate>>(std::move(candidates));
       return Post([this, lookup, hold, best, best_cosine] {
         Replay(*lookup, *best, "semantic", best_cosine);
       });
@@ -425,16 +432,13 @@ void SemanticOutputCache::Replay(const Lookup& lookup, const SemanticEntry& entr
   sink.OnEnd(std::move(end));
 }
 
-void SemanticOutputCache::Insert(SemanticEntry entry) {
-  const bool stored = store_.Insert(entry);
-  if (!stored) return;
+void SemanticOutputCache::Insert(const SemanticEntryPtr& entry) {
+  if (!store_.Insert(entry)) return;
   inserts_.fetch_add(1, std::memory_order_relaxed);
-  if (metrics_) metrics_->inserts.WithLabels({"local"}).Inc();
+  if (metrics_) metrics_->inserted_here.Inc();
   if (deps_.publish) {
     // Encoding for Redis is the work pool's, not the caller's (often the step loop).
-    Post([this, shared = std::make_shared<SemanticEntry>(std::move(entry))] {
-      deps_.publish(*shared);
-    });
+    Post([this, entry] { deps_.publish(*entry); });
   }
 }
 
@@ -442,7 +446,7 @@ bool SemanticOutputCache::Adopt(SemanticEntry entry) {
   if (store_.Contains(entry.id)) return false;
   if (!store_.Insert(std::move(entry))) return false;
   adopted_.fetch_add(1, std::memory_order_relaxed);
-  if (metrics_) metrics_->inserts.WithLabels({"replica"}).Inc();
+  if (metrics_) metrics_->adopted_from_replica.Inc();
   return true;
 }
 

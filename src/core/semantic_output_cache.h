@@ -153,11 +153,15 @@ class SemanticOutputCache {
   void Miss(std::shared_ptr<Lookup> lookup);
   // Removes and returns the single-flight entry `key` (null for none, or an empty key).
   std::shared_ptr<Flight> TakeFlight(const std::string& key);
-  void Insert(SemanticEntry entry);
+  // Stores `entry` (shared, not copied) and offers it to the publisher.
+  void Insert(const SemanticEntryPtr& entry);
   void Post(std::function<void()> task) const;
   int64_t NowMicros() const;
 
   const SemanticCacheOptions options_;
+  // options_.policy, parsed once by Create() (a lookup tests it, not the string).
+  enum class Policy : uint8_t { kVerifier, kCosine, kExact };
+  const Policy policy_;
   const Deps deps_;
   const double verifier_threshold_;
   SemanticStore store_;
