@@ -301,17 +301,23 @@ void GenerationScheduler::ExpireAndAdmitLocked(
 
 std::pair<size_t, int32_t> GenerationScheduler::PickSequenceLocked(
     const std::vector<TokenId>& prompt) const {
-  // The longest common prefix wins; among equals, the sequence freed longest ago. At least one
-  // prompt token is always prefilled again: its logits predict the first generated token.
+  // The longest common prefix wins. Among equals: with a stream per sequence, the lowest id,
+  // because llama.cpp computes a step once per run of consecutive sequence ids in it (see
+  // LlamaGenerativeModel::Decode), so running ids packed from 0 make a step one graph run
+  // where scattered ids made several (3-4 ms each for this model on 2 cores); with one shared
+  // pool, where the ids cost nothing, the sequence freed longest ago, so that the most
+  // recently used prefixes stay cached longest. At least one prompt token is always
+  // prefilled again: its logits predict the first generated token.
+  const bool lowest_id = model_->kv_cache_layout() == KvCacheLayout::kPerSequence;
   size_t best = 0;
   int32_t best_reuse = -1;
   const auto most = static_cast<int32_t>(prompt.size()) - 1;
   for (size_t i = 0; i < free_ids_.size(); ++i) {
     const auto id = static_cast<size_t>(free_ids_[i]);
+    const auto best_id = static_cast<size_t>(free_ids_[best]);
     const int32_t reuse = std::min(CommonPrefix(kept_tokens_[id], prompt), most);
-    if (reuse > best_reuse ||
-        (reuse == best_reuse &&
-         freed_micros_[id] < freed_micros_[static_cast<size_t>(free_ids_[best])])) {
+    const bool better_tie = lowest_id ? id < best_id : freed_micros_[id] < freed_micros_[best_id];
+    if (reuse > best_reuse || (reuse == best_reuse && better_tie)) {
       best = i;
       best_reuse = reuse;
     }

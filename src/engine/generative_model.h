@@ -209,7 +209,10 @@ class GenerativeModel {
   // positions continue it; no position reaches sequence_context_tokens(); the new tokens fit
   // in the free cells of their sequence's stream (kPerSequence) or of the pool (kShared;
   // kResourceExhausted: the caller may retry after freeing some). A refused batch changes
-  // nothing.
+  // nothing. Entries may come in any order (the engine reorders them for llama.cpp, which
+  // computes a batch over per-sequence streams once per run of consecutive sequence ids, so a
+  // caller that keeps its running sequences on low, adjacent ids gets one graph run a step);
+  // the logits rows are in entry order.
   virtual Result<DecodeLogits> Decode(const DecodeBatch& batch) = 0;
 
   // --- KV cache (the step-loop thread) ------------------------------------------------------

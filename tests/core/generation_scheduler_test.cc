@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "tests/core/timed_generative_model.h"
@@ -697,6 +698,39 @@ TEST_F(FirstTokenTargetTest, APromptThatCannotMakeTheTargetDoesNotStallTheStream
   // stream keeps the bound's steps.
   const PrefillRun run = Arrive(/*words=*/200, /*target_millis=*/400);
   EXPECT_LE(run.longest_step_micros, 40'000);
+}
+
+// With a stream per sequence, llama.cpp runs a step's graph once per run of consecutive
+// sequence ids in it, so the scheduler packs running sequences on the lowest free ids (the
+// least recently freed one, the shared pool's choice, would scatter them: 3, 2, 1, ...).
+TEST_F(GenerationSchedulerTest, AStreamPerSequenceRunsOnTheLowestFreeIds) {
+  Load(/*context_tokens=*/512, /*max_sequences=*/4, KvCacheLayout::kPerSequence);
+  auto timed = std::make_unique<testing::TimedGenerativeModel>(std::move(model_), clock_, 0, 0);
+  testing::TimedGenerativeModel* model = timed.get();
+  model_ = std::move(timed);
+  GenerationSchedulerOptions options;
+  options.reuse_prompt_prefix = false;  // No prefix to prefer: the id is the only choice.
+  Start(options);
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (const char* prompt : {"The sea is", "The sky is", "The grass is"}) {
+    sinks.push_back(Run(Greedy(prompt, 6)));
+  }
+  for (auto& sink : sinks) ASSERT_TRUE(sink->WaitEnd().ok());
+  std::set<SequenceId> used;
+  for (const auto& step : model->steps()) {
+    for (const auto& entry : step) used.insert(entry.first);
+  }
+  EXPECT_EQ(used, (std::set<SequenceId>{0, 1, 2}));
+  // All free again: the next request alone goes on id 0, not on 3 (never used, so the least
+  // recently freed).
+  const size_t before = model->steps().size();
+  ASSERT_TRUE(Run(Greedy("The moon is", 3))->WaitEnd().ok());
+  const auto steps = model->steps();
+  ASSERT_GT(steps.size(), before);
+  for (size_t i = before; i < steps.size(); ++i) {
+    ASSERT_EQ(steps[i].size(), 1u);
+    EXPECT_EQ(steps[i].begin()->first, 0) << "step " << i;
+  }
 }
 
 TEST_F(GenerationSchedulerTest, InvalidRequestsAreRefusedWithTheNumbers) {

@@ -335,6 +335,53 @@ TEST_F(GenerativeModelTest, RefusesMalformedBatchesNamingTheProblem) {
   expect(batch, Status::Code::kInvalidArgument, "past its context of 1024 tokens");
 }
 
+// Decode hands llama.cpp the entries ordered by sequence (so that a step is one graph run, not
+// one per sequence); whatever order the caller adds them in, each row must still be its own
+// entry's, in entry order.
+TEST_F(GenerativeModelTest, EntriesInAnyOrderGetTheirOwnLogitsInEntryOrder) {
+  GenerativeModelOptions per_sequence = SmallOptions();
+  per_sequence.kv_cache_layout = KvCacheLayout::kPerSequence;
+  model_ = LoadOrFail(per_sequence);
+  ASSERT_NE(model_, nullptr);
+  const std::vector<std::vector<TokenId>> prompts = {
+      ChatPrompt("Name a colour."), ChatPrompt("Name a river in Europe."),
+      ChatPrompt("What is two plus three?"), ChatPrompt("Say hello in French.")};
+  constexpr int kTokens = 6;
+  std::vector<std::vector<TokenId>> alone;
+  for (SequenceId s = 0; s < 4; ++s) {
+    model_->ClearCache();
+    alone.push_back(GenerateAlone(s, prompts[static_cast<size_t>(s)], kTokens));
+  }
+  model_->ClearCache();
+  // Sequences in the order 3, 1, 0, 2, then a different order each step.
+  std::vector<SequenceId> order = {3, 1, 0, 2};
+  std::vector<std::vector<TokenId>> together(4);
+  DecodeBatch batch;
+  for (SequenceId s : order) batch.AddTokens(prompts[static_cast<size_t>(s)], 0, s, true);
+  for (int step = 0; step < kTokens; ++step) {
+    auto logits = model_->Decode(batch);
+    ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+    ASSERT_EQ(logits->rows(), 4);
+    std::vector<SequenceId> row_sequence;
+    for (int32_t r = 0; r < 4; ++r) {
+      if (r > 0) {
+        EXPECT_LT(logits->EntryIndex(r - 1), logits->EntryIndex(r));
+      }
+      EXPECT_EQ(logits->ForEntry(logits->EntryIndex(r)).data(), logits->Row(r).data());
+      const SequenceId s = batch.entries[static_cast<size_t>(logits->EntryIndex(r))].sequence;
+      together[static_cast<size_t>(s)].push_back(Argmax(logits->Row(r)));
+      row_sequence.push_back(s);
+    }
+    EXPECT_EQ(row_sequence, order) << "step " << step;
+    std::rotate(order.begin(), order.begin() + 1, order.end());
+    batch.Clear();
+    for (SequenceId s : order) {
+      batch.Add(together[static_cast<size_t>(s)].back(), model_->SequenceLength(s), s, true);
+    }
+  }
+  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(together[s], alone[s]) << "sequence " << s;
+}
+
 TEST(GenerativeModelPerSequenceTest, EachSequenceHasAStreamOfItsOwnAndCopiesArePrivate) {
   GenerativeModelOptions o = SmallOptions();
   o.kv_cache_layout = KvCacheLayout::kPerSequence;
