@@ -15,16 +15,9 @@
 #include <string_view>
 
 #include "cache/cached_value.h"
+#include "fuzz/fuzz_check.h"
 
-namespace {
-
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "fuzz oracle failed: %s\n", what);
-  std::abort();
-}
-
-}  // namespace
+using tailcut::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -12,15 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "fuzz/fuzz_check.h"
 #include "server/grpc/kserve_grpc_tensors.h"
 
 namespace {
 
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "fuzz oracle failed: %s\n", what);
-  std::abort();
-}
+using tailcut::fuzz::Check;
 
 void CheckRefusal(const tailcut::Status& s) {
   Check(s.code() == tailcut::Status::Code::kInvalidArgument, "a refusal that is not InvalidArgument");
@@ -45,15 +42,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (tensor.ok()) {
       auto count = tailcut::ElementCount(tensor->shape);
       Check(count.has_value(), "a tensor whose shape overflows");
-      Check(tensor->data.size() ==
-                static_cast<uint64_t>(*count) * tailcut::DataTypeSize(tensor->type),
-            "a tensor whose bytes disagree with its shape");
+      if (tensor->type == tailcut::DataType::kBytes) {
+        Check(tensor->elements.size() == static_cast<uint64_t>(*count) && tensor->data.empty(),
+              "a BYTES tensor whose elements disagree with its shape");
+      } else {
+        Check(tensor->data.size() ==
+                  static_cast<uint64_t>(*count) * tailcut::DataTypeSize(tensor->type),
+              "a tensor whose bytes disagree with its shape");
+      }
       if (!bytes) {
         inference::ModelInferResponse response;
         if (tailcut::AddGrpcOutput(*tensor, &response).ok()) {
           auto again = tailcut::TensorFromGrpcInput(input, static_cast<size_t>(i),
                                                     &response.raw_output_contents(0));
-          Check(again.ok() && again->data == tensor->data, "typed and raw reads differ");
+          Check(again.ok() && again->data == tensor->data && again->elements == tensor->elements,
+                "typed and raw reads differ");
         }
       }
     } else {

@@ -17,15 +17,12 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz/fuzz_check.h"
 #include "text/wordpiece_tokenizer.h"
 
 namespace {
 
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "fuzz oracle failed: %s\n", what);
-  std::abort();
-}
+using tailcut::fuzz::Check;
 
 const tailcut::WordPieceTokenizer& Tokenizer() {
   static const std::unique_ptr<tailcut::WordPieceTokenizer> tokenizer = [] {

@@ -18,12 +18,6 @@
 
 namespace tailcut::fuzz {
 
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "fuzz oracle failed: %s\n", what);
-  std::abort();
-}
-
 namespace {
 
 namespace bhttp = boost::beast::http;

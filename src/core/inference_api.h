@@ -56,10 +56,22 @@ struct EmbedResult {
 std::string ServedVariants(const EmbedResult& result);
 using EmbedCallback = std::function<void(Result<EmbedResult>)>;
 
+// KServe's classification extension on one output (Triton's "classification" output
+// parameter): the output comes back as BYTES [rows, top_k] instead of its scores, each
+// element "score:index" or "score:index:label" (the model's labels file), the top_k highest
+// scores of its row, highest first.
+struct OutputClassification {
+  std::string output;
+  int32_t top_k = 0;
+};
+
 struct TensorRequest {
   std::string model;
+  // An image model's image input may come as BYTES, one encoded image (JPEG or PNG) a row
+  // (ModelConfig::image); the servable decodes it into the model's input before queueing.
   std::vector<Tensor> inputs;
   std::vector<std::string> outputs;  // Empty = all.
+  std::vector<OutputClassification> classifications;  // Outputs to answer as classes.
   int64_t received_micros = 0;
   int64_t deadline_micros = 0;
   CancellationFlag cancellation;  // Set when the client goes away: a queued request is dropped.

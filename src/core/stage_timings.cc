@@ -9,7 +9,12 @@ std::string StageTimings::ToServerTiming() const {
       {"parse", parse_micros},         {"tokenize", tokenize_micros}, {"cache", cache_micros},
       {"queue", queue_micros},         {"batch", batch_micros},       {"infer", infer_micros},
       {"serialize", serialize_micros}, {"total", total_micros}};
-  return FormatServerTiming(stages);
+  if (preprocess_micros <= 0) return FormatServerTiming(stages);
+  const std::pair<const char*, int64_t> with_images[] = {
+      {"parse", parse_micros}, {"preprocess", preprocess_micros}, {"queue", queue_micros},
+      {"batch", batch_micros}, {"infer", infer_micros},           {"serialize", serialize_micros},
+      {"total", total_micros}};
+  return FormatServerTiming(with_images);
 }
 
 std::string FormatServerTiming(std::span<const std::pair<const char*, int64_t>> stages) {

@@ -18,6 +18,9 @@ namespace tailcut {
 struct StageTimings {
   int64_t parse_micros = 0;      // Reading the JSON body into a request.
   int64_t tokenize_micros = 0;   // Text to token ids (the request's work-pool thread).
+  // Encoded images to the model's input tensor: decode, resize, normalise (the request's
+  // work-pool thread). In Server-Timing only when an image was decoded.
+  int64_t preprocess_micros = 0;
   int64_t cache_micros = 0;      // Cache lookups before queueing.
   int64_t queue_micros = 0;      // Waiting in the batcher's queue.
   int64_t batch_micros = 0;      // Forming the batch and filling the padded input buffers.

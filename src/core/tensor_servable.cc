@@ -2,7 +2,10 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
+
+#include "core/classification.h"
 
 namespace tailcut {
 namespace {
@@ -92,6 +95,16 @@ Result<std::unique_ptr<TensorServable>> TensorServable::Load(const ModelConfig& 
     }
   }
   s->batchable_ = batchable;
+  if (config.image) {
+    auto image = ImageInput::Create(*config.image, s->session_->inputs(), config.name);
+    if (!image.ok()) return image.status();
+    s->image_input_ = std::move(image).value();
+  }
+  if (!config.labels_path.empty()) {
+    auto labels = ReadLabels(config.labels_path);
+    if (!labels.ok()) return labels.status();
+    s->labels_ = std::move(labels).value();
+  }
   BatchSchedulerOptions scheduler = options.scheduler;
   if (!batchable) {
     scheduler.queue.max_batch_size = 1;
@@ -112,12 +125,39 @@ void TensorServable::Stop(bool drain) {
 }
 
 void TensorServable::Infer(TensorRequest request, TensorCallback done) {
+  if (image_input_) {
+    for (Tensor& t : request.inputs) {
+      if (t.type != DataType::kBytes || t.name != image_input_->input_name()) continue;
+      const int64_t start = clock_.NowMicros();
+      Status converted = image_input_->Convert(&t);
+      request.timings.preprocess_micros += clock_.NowMicros() - start;
+      if (!converted.ok()) return done(converted);
+    }
+  }
   Status valid = session_->ValidateInputs(request.inputs);
   if (!valid.ok()) return done(valid);
   for (const auto& name : request.outputs) {
     if (!session_->FindOutput(name)) {
       return done(
           Status::InvalidArgument("model '" + config_.name + "' has no output '" + name + "'"));
+    }
+  }
+  for (const OutputClassification& c : request.classifications) {
+    const TensorSpec* spec = session_->FindOutput(c.output);
+    if (spec == nullptr) {
+      return done(Status::InvalidArgument("model '" + config_.name + "' has no output '" +
+                                          c.output + "' to classify"));
+    }
+    if (c.top_k < 1) {
+      return done(Status::InvalidArgument("output '" + c.output +
+                                          "': classification must be a positive number of "
+                                          "classes, got " +
+                                          std::to_string(c.top_k)));
+    }
+    if (!request.outputs.empty() && std::find(request.outputs.begin(), request.outputs.end(),
+                                              c.output) == request.outputs.end()) {
+      return done(Status::InvalidArgument("output '" + c.output +
+                                          "' is classified but not among the requested outputs"));
     }
   }
   int64_t rows = 1;
@@ -240,8 +280,24 @@ void TensorServable::ProcessBatch(Batch&& batch) {
       result.outputs.push_back(std::move(part));
     }
     row_offset += rows;
+    if (Status s = ClassifyOutputs(t->request(), &result); !s.ok()) {
+      t->Fail(s);
+      continue;
+    }
     t->Succeed(std::move(result));
   }
+}
+
+Status TensorServable::ClassifyOutputs(const TensorRequest& request, TensorResult* result) const {
+  for (const OutputClassification& c : request.classifications) {
+    for (Tensor& out : result->outputs) {
+      if (out.name != c.output) continue;
+      auto classes = Classify(out, c.top_k, labels_);
+      if (!classes.ok()) return classes.status();
+      out = std::move(classes).value();
+    }
+  }
+  return Status::Ok();
 }
 
 ModelDescription TensorServable::Describe() const {

@@ -6,12 +6,18 @@
 // A free first axis is taken to mean independent rows: a model that mixes rows (statistics
 // over the batch) must set max_batch_size: 1 in its model.yaml.
 //
+// An image model (model.yaml `image`) also takes its image input as encoded images, decoded
+// into the input tensor on the caller's thread before queueing (core/image_input.h), and any
+// model answers KServe's classification extension on a score output (core/classification.h),
+// naming classes from its labels file.
+//
 // Thread-safety: Infer() and Describe() are safe from any thread; Stop() once, at shutdown.
 #pragma once
 
 #include <memory>
 
 #include "core/batch_scheduler.h"
+#include "core/image_input.h"
 #include "core/inference_api.h"
 #include "core/servable.h"
 #include "core/servable_metrics.h"
@@ -44,6 +50,8 @@ class TensorServable final : public Servable {
   TensorServable(const ModelConfig& config, const ServableMetrics& metrics, const Clock& clock,
                  const TensorServableOptions& options);
   void ProcessBatch(Batch&& batch);
+  // Replaces the outputs `request` asked to classify by their top classes.
+  Status ClassifyOutputs(const TensorRequest& request, TensorResult* result) const;
 
   const ModelConfig config_;
   const ServableMetrics metrics_;
@@ -51,6 +59,8 @@ class TensorServable final : public Servable {
   const TensorServableOptions options_;
   std::unique_ptr<OnnxSession> session_;
   bool batchable_ = false;  // Every input and output has a free first axis.
+  std::unique_ptr<ImageInput> image_input_;  // Null unless the model takes images.
+  std::vector<std::string> labels_;          // Class names; empty = none.
   std::unique_ptr<BatchScheduler> scheduler_;
 };
 

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 
@@ -96,6 +97,78 @@ VariantConfig GgufVariant(const std::string& file_path) {
   v.name = fs::path(file_path).stem().string();
   v.file_path = file_path;
   return v;
+}
+
+// Reads a three-number list (a per-channel mean or std).
+Status ReadChannels(const YAML::Node& node, const char* key, const std::string& where,
+                    bool positive, std::array<float, 3>* out) {
+  const YAML::Node n = node[key];
+  if (!n) return Status::Ok();
+  const std::string bad = where + "." + key + " must be a list of 3 " +
+                          (positive ? "positive numbers" : "numbers") + " (R, G, B)";
+  if (!n.IsSequence() || n.size() != 3) return Status::InvalidArgument(bad);
+  for (size_t i = 0; i < 3; ++i) {
+    try {
+      (*out)[i] = n[i].as<float>();
+    } catch (const YAML::Exception&) {
+      return Status::InvalidArgument(bad);
+    }
+    if (!std::isfinite((*out)[i]) || (positive && !((*out)[i] > 0.0f))) {
+      return Status::InvalidArgument(bad);
+    }
+  }
+  return Status::Ok();
+}
+
+// Reads and checks a tensor model.yaml's `image` mapping (ImageConfig).
+Status ReadImageConfig(const YAML::Node& node, const std::string& file, ImageConfig* out) {
+  const std::string where = "'" + file + "': image";
+  if (!node.IsMap()) return Status::InvalidArgument(where + " must be a mapping");
+  static const char* const kKnown[] = {"input",
+                                       "resize_shorter_side_pixels",
+                                       "crop_width_pixels",
+                                       "crop_height_pixels",
+                                       "mean",
+                                       "std",
+                                       "layout",
+                                       "filter",
+                                       "max_pixels"};
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>("");
+    bool known = false;
+    for (const char* k : kKnown) known = known || key == k;
+    if (!known) return Status::InvalidArgument(where + "." + key + " is not a known key");
+  }
+  for (Status s :
+       {ReadScalar(node, "input", file, &out->input),
+        ReadScalar(node, "resize_shorter_side_pixels", file, &out->resize_shorter_side_pixels),
+        ReadScalar(node, "crop_width_pixels", file, &out->crop_width_pixels),
+        ReadScalar(node, "crop_height_pixels", file, &out->crop_height_pixels),
+        ReadScalar(node, "layout", file, &out->layout),
+        ReadScalar(node, "filter", file, &out->filter),
+        ReadScalar(node, "max_pixels", file, &out->max_pixels),
+        ReadChannels(node, "mean", where, /*positive=*/false, &out->mean),
+        ReadChannels(node, "std", where, /*positive=*/true, &out->std)}) {
+    if (!s.ok()) return s;
+  }
+  if (out->resize_shorter_side_pixels < 0) {
+    return Status::InvalidArgument(where + ".resize_shorter_side_pixels must not be negative");
+  }
+  if (out->crop_width_pixels < 1 || out->crop_height_pixels < 1) {
+    return Status::InvalidArgument(where +
+                                   ": crop_width_pixels and crop_height_pixels must be "
+                                   "at least 1");
+  }
+  if (out->layout != "nchw" && out->layout != "nhwc") {
+    return Status::InvalidArgument(where + ".layout '" + out->layout +
+                                   "' is not one of nchw, nhwc");
+  }
+  if (out->filter != "bicubic" && out->filter != "bilinear") {
+    return Status::InvalidArgument(where + ".filter '" + out->filter +
+                                   "' is not one of bicubic, bilinear");
+  }
+  if (out->max_pixels < 1) return Status::InvalidArgument(where + ".max_pixels must be positive");
+  return Status::Ok();
 }
 
 // Reads and checks the generation keys of a kind: generative model.yaml.
@@ -369,6 +442,21 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
                                    "' is not one of none, mean, cls");
   }
   config.file_path = (dir / model_file).string();
+  if (const YAML::Node image = root["image"]) {
+    if (config.kind != ModelKind::kTensor) {
+      return Status::InvalidArgument("'" + file + "': 'image' is for kind: tensor models");
+    }
+    config.image.emplace();
+    if (Status s = ReadImageConfig(image, file, &*config.image); !s.ok()) return s;
+  }
+  std::string labels;
+  if (Status s = ReadScalar(root, "labels", file, &labels); !s.ok()) return s;
+  if (!labels.empty()) {
+    if (config.kind != ModelKind::kTensor) {
+      return Status::InvalidArgument("'" + file + "': 'labels' is for kind: tensor models");
+    }
+    config.labels_path = (dir / labels).string();
+  }
   if (config.kind == ModelKind::kTextEmbedding) {
     if (tokenizer.empty()) {
       return Status::InvalidArgument("'" + file + "': a text-embedding model needs 'tokenizer'");

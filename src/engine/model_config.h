@@ -63,6 +63,24 @@
 //     mode: prefill               #   pin none (GenerativePrecisionConfig; "off" keeps the
 //     prefill_variant: q8_0       #   default variant)
 //
+// A tensor model whose input is an image may also take encoded images (JPEG or PNG) as a
+// BYTES tensor of one image per row, turned into its input as it was trained (ImageConfig),
+// and may name a label file for KServe's classification extension:
+//
+//   kind: tensor
+//   file: model.onnx
+//   image:                        # ImageConfig; every key optional
+//     input: input                # the input that takes images (default: the only one)
+//     resize_shorter_side_pixels: 256
+//     crop_width_pixels: 224
+//     crop_height_pixels: 224
+//     mean: [0.485, 0.456, 0.406] # per RGB channel, on pixels scaled to 0..1
+//     std: [0.229, 0.224, 0.225]
+//     layout: nchw                # or nhwc
+//     filter: bicubic             # or bilinear (the resize's interpolation)
+//     max_pixels: 40000000        # an image's declared width x height, refused above
+//   labels: labels.txt            # one class name a line, in class-index order
+//
 // Without `variants` a generative model has one variant, its file, named after it. The
 // packaged model (scripts/setup.sh) lists its shipped Q4_1 and a Q8_0 that set-up makes from
 // it once, after the build, with `tailcut quantize-gguf` (see setup.sh); a variant whose file
@@ -71,6 +89,8 @@
 // Thread-safety: plain value types.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -146,6 +166,25 @@ struct GenerativeConfig {
   GenerativePrecisionConfig precision;
 };
 
+// How a tensor model's image input takes encoded images (model.yaml `image`): each image is
+// decoded, resized so that its shorter side has resize_shorter_side_pixels (aspect kept),
+// centre-cropped to crop_width x crop_height, scaled to 0..1 and normalised per channel,
+// (x - mean) / std, into one row of the input in `layout`. The defaults are torchvision's
+// ImageNet ones; a model trained otherwise must say so (EfficientNet-Lite: mean and std 0.5).
+struct ImageConfig {
+  std::string input;                     // Empty: the model's only input.
+  int resize_shorter_side_pixels = 256;  // 0: no resize (the crop must fit the image).
+  int crop_width_pixels = 224;
+  int crop_height_pixels = 224;
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+  std::string layout = "nchw";     // nchw | nhwc: the input's axes after the batch one.
+  std::string filter = "bicubic";  // bicubic | bilinear, each as Pillow resizes (antialiased).
+  // Bounds the memory one image may take: width x height as its header declares it, checked
+  // before any pixel is decoded (40 M pixels = 120 MB of RGB).
+  int64_t max_pixels = 40'000'000;
+};
+
 struct ModelConfig {
   std::string name;
   std::string dir;  // Absolute folder of the model.
@@ -162,6 +201,8 @@ struct ModelConfig {
   std::vector<VariantConfig> variants;
   std::string default_variant;  // A variant name; empty = the first.
   GenerativeConfig generation;  // kind: generative only.
+  std::optional<ImageConfig> image;  // kind: tensor only; set when model.yaml has `image`.
+  std::string labels_path;           // Absolute; empty = no labels (classification gives indexes).
 };
 
 // Reads <dir>/model.yaml (or infers a tensor model from <dir>/model.onnx, or a generative one

@@ -82,6 +82,8 @@ ONNXTensorElementDataType ToOnnxElementType(DataType type) {
       return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
     case DataType::kFp64:
       return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+    case DataType::kBytes:
+      break;  // Never run: ValidateInputs refuses it (no model here takes ONNX strings).
   }
   return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 }

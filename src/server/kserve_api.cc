@@ -15,57 +15,6 @@
 
 namespace tailcut {
 
-uint16_t FloatToHalf(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // Inf or NaN.
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  }
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // Overflow to Inf.
-  if (abs < 0x38800000u) {  // Subnormal half or zero.
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
-    // value = mant * 2^(e - 150) and a half subnormal counts units of 2^-24, so the half is
-    // mant >> (126 - e): shift + 1 bits, with `halfway` the highest bit shifted out.
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int shift = 125 - static_cast<int>(abs >> 23);
-    uint32_t half = mant >> (shift + 1);
-    const uint32_t rem = mant & ((1u << (shift + 1)) - 1);
-    const uint32_t halfway = 1u << shift;
-    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = ((abs - 0x38000000u) >> 13);
-  const uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
-  return static_cast<uint16_t>(sign | half);
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // Subnormal: normalise.
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        --exp;
-      }
-      mant &= 0x3ffu;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
 namespace {
 
 // Walks "data" (flat or nested arrays) in row-major order, calling `f` on each leaf. Arrays
@@ -145,6 +94,44 @@ Status AppendFloat(const nlohmann::json& v, const std::string& where, std::vecto
   return Status::Ok();
 }
 
+// A BYTES input's elements (encoded images, for a model that takes them): in binary, each
+// prefixed by its 4-byte little-endian length (Triton's binary extension); in JSON, strings.
+Result<Tensor> ReadBytesElements(Tensor t, nlohmann::json::const_iterator data,
+                                 const nlohmann::json& input, const std::string_view* binary,
+                                 int64_t count) {
+  const std::string tw = "input '" + t.name + "'";
+  if (binary) {
+    auto elements = DecodeKServeBinaryStrings(*binary, t.name);
+    if (!elements.ok()) return elements.status();
+    t.elements = std::move(elements).value();
+  } else {
+    if (data == input.end() || !data->is_array()) {
+      return Status::InvalidArgument(tw + ": 'data' is required and must be an array");
+    }
+    const std::string vw = tw + " data";
+    Status s = ForEachLeaf(*data, std::max<size_t>(1, t.shape.size()), vw,
+                           [&](const nlohmann::json& v) -> Status {
+                             if (static_cast<int64_t>(t.elements.size()) >= count) {
+                               t.elements.emplace_back();  // Counted, reported below.
+                               return Status::Ok();
+                             }
+                             if (!v.is_string()) {
+                               return Status::InvalidArgument(vw + " holds " + JsonTypeName(v) +
+                                                              " where a string is expected");
+                             }
+                             t.elements.push_back(v.get<std::string>());
+                             return Status::Ok();
+                           });
+    if (!s.ok()) return s;
+  }
+  if (static_cast<int64_t>(t.elements.size()) != count) {
+    return Status::InvalidArgument(tw + ": 'data' has " + std::to_string(t.elements.size()) +
+                                   " elements but shape " + ShapeToString(t.shape) + " needs " +
+                                   std::to_string(count));
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
@@ -179,10 +166,12 @@ Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
   if (!type) {
     return Status::InvalidArgument(tw + ": datatype '" + dt +
                                    "' is not one of BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, "
-                                   "FP32, FP64");
+                                   "FP32, FP64, BYTES");
   }
   t.type = *type;
   auto data = input.find("data");
+  if (t.type == DataType::kBytes)
+    return ReadBytesElements(std::move(t), data, input, binary, *count);
   if (binary) {
     // Triton's binary extension: the elements, little-endian, row-major, after the JSON.
     const auto want = static_cast<uint64_t>(*count) * DataTypeSize(t.type);
@@ -235,6 +224,8 @@ Result<Tensor> ParseKServeTensor(const nlohmann::json& input, size_t index,
         t.data.insert(t.data.end(), p, p + 2);
         return Status::Ok();
       }
+      case DataType::kBytes:
+        break;  // Read above.
     }
     return Status::Internal("unhandled datatype");
   });
@@ -259,6 +250,7 @@ Status NonFiniteOutput(const Tensor& t, size_t index) {
 }  // namespace
 
 Status CheckFiniteOutput(const Tensor& t) {
+  if (t.type == DataType::kBytes) return Status::Ok();
   const size_t n = t.data.size() / DataTypeSize(t.type);
   switch (t.type) {
     case DataType::kFp32:
@@ -283,7 +275,8 @@ Status CheckFiniteOutput(const Tensor& t) {
 }
 
 Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary) {
-  const size_t n = t.data.size() / DataTypeSize(t.type);
+  const bool bytes = t.type == DataType::kBytes;
+  const size_t n = bytes ? t.elements.size() : t.data.size() / DataTypeSize(t.type);
   // Checked before anything is written, so a failure leaves `out` as it was.
   if (Status s = CheckFiniteOutput(t); !s.ok()) return s;
   *out += "{\"name\":";
@@ -292,6 +285,13 @@ Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary
   for (size_t i = 0; i < t.shape.size(); ++i) {
     if (i) *out += ',';
     *out += std::to_string(t.shape[i]);
+  }
+  if (bytes && binary) {
+    const size_t before = binary->size();
+    for (const std::string& e : t.elements) *binary += EncodeKServeBinaryString(e);
+    *out +=
+        "],\"parameters\":{\"binary_data_size\":" + std::to_string(binary->size() - before) + "}}";
+    return Status::Ok();
   }
   if (binary) {
     *out += "],\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + "}}";
@@ -329,6 +329,9 @@ Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary
     case DataType::kInt16: each([&](size_t i) { *out += std::to_string(t.As<int16_t>()[i]); }); break;
     case DataType::kInt32: each([&](size_t i) { *out += std::to_string(t.As<int32_t>()[i]); }); break;
     case DataType::kInt64: each([&](size_t i) { *out += std::to_string(t.As<int64_t>()[i]); }); break;
+    case DataType::kBytes:
+      each([&](size_t i) { AppendJsonString(t.elements[i], out); });
+      break;
   }
   *out += '}';
   return Status::Ok();
@@ -383,6 +386,32 @@ Result<std::vector<std::string>> ReadOutputNames(const nlohmann::json& body) {
     names.push_back(name->get<std::string>());
   }
   return names;
+}
+
+// The outputs the request asks to classify (KServe's classification extension): an output's
+// "parameters": {"classification": k}, k a positive integer.
+Result<std::vector<OutputClassification>> ReadClassifications(const nlohmann::json& body) {
+  std::vector<OutputClassification> out;
+  auto outputs = body.find("outputs");
+  if (outputs == body.end()) return out;  // ReadOutputNames checked the rest.
+  for (const auto& o : *outputs) {
+    auto params = o.find("parameters");
+    if (params == o.end()) continue;
+    const std::string name = o["name"].get<std::string>();
+    if (!params->is_object()) {
+      return Status::InvalidArgument("output '" + name + "': 'parameters' must be an object");
+    }
+    auto k = params->find("classification");
+    if (k == params->end()) continue;
+    if (!k->is_number_integer() || k->get<int64_t>() < 1 || k->get<int64_t>() > (1 << 30)) {
+      return Status::InvalidArgument("output '" + name +
+                                     "': parameters.classification must be a positive integer "
+                                     "(the number of classes), got " +
+                                     k->dump());
+    }
+    out.push_back({name, static_cast<int32_t>(k->get<int64_t>())});
+  }
+  return out;
 }
 
 // Text models over KServe: one BYTES input of texts -> "embedding" FP32 [n, dim].
@@ -660,7 +689,13 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
     }
     req.inputs.push_back(std::move(t).value());
   }
+  auto classifications = ReadClassifications(*body);
+  if (!classifications.ok()) {
+    return ctx.FinishError(exchange, kInferRoute, model, classifications.status(),
+                           ErrorStyle::kKServe);
+  }
   req.outputs = std::move(outputs).value();
+  req.classifications = std::move(classifications).value();
   req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline_micros;
   req.timings.parse_micros = ctx.clock().NowMicros() - parse_start;

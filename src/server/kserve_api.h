@@ -38,8 +38,4 @@ Status CheckFiniteOutput(const Tensor& t);
 // elements are appended to `binary` instead of written as "data".
 Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary = nullptr);
 
-// IEEE half <-> float, round to nearest even.
-uint16_t FloatToHalf(float f);
-float HalfToFloat(uint16_t h);
-
 }  // namespace tailcut

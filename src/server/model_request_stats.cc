@@ -18,7 +18,7 @@ void ModelRequestStats::Record(bool ok, const StageTimings& timings, int64_t uni
   }
   success_.Add(timings.total_micros);
   queue_.Add(timings.queue_micros);
-  compute_input_.Add(timings.tokenize_micros + timings.batch_micros);
+  compute_input_.Add(timings.tokenize_micros + timings.preprocess_micros + timings.batch_micros);
   // A generation's model time is its prefill and decode; an embedding's, its batch's run.
   compute_infer_.Add(timings.infer_micros + timings.prefill_micros + timings.decode_micros);
   compute_output_.Add(timings.serialize_micros);

@@ -125,11 +125,11 @@ std::vector<SpanData> RequestSpans(const RequestSpanInput& in) {
   spans.push_back(std::move(server));
 
   const std::pair<const char*, int64_t> stages[] = {
-      {"parse", t.parse_micros},        {"tokenize", t.tokenize_micros},
-      {"cache", t.cache_micros},        {"queue", t.queue_micros},
-      {"batch", t.batch_micros},        {"infer", t.infer_micros},
-      {"prefill", t.prefill_micros},    {"decode", t.decode_micros},
-      {"serialize", t.serialize_micros}};
+      {"parse", t.parse_micros},           {"tokenize", t.tokenize_micros},
+      {"preprocess", t.preprocess_micros}, {"cache", t.cache_micros},
+      {"queue", t.queue_micros},           {"batch", t.batch_micros},
+      {"infer", t.infer_micros},           {"prefill", t.prefill_micros},
+      {"decode", t.decode_micros},         {"serialize", t.serialize_micros}};
   uint64_t at = start;
   for (const auto& [name, micros] : stages) {
     if (micros <= 0) continue;

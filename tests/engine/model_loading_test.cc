@@ -45,16 +45,16 @@ TEST(OnnxSessionTest, DescribesTheDefaultModel) {
 TEST(OnnxSessionTest, ValidateInputsNamesTheProblem) {
   auto s = OnnxSession::Load(testing::ModelDir() + "/model.onnx", {});
   ASSERT_TRUE(s.ok());
-  Tensor ids{"input_ids", DataType::kInt32, {1, 2}, std::vector<std::byte>(8)};
+  Tensor ids{"input_ids", DataType::kInt32, {1, 2}, std::vector<std::byte>(8), {}};
   Status v = (*s)->ValidateInputs({ids});
   EXPECT_EQ(v.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(v.message().find("INT32"), std::string::npos) << v.message();
 
-  Tensor unknown{"pixels", DataType::kFp32, {1}, std::vector<std::byte>(4)};
+  Tensor unknown{"pixels", DataType::kFp32, {1}, std::vector<std::byte>(4), {}};
   v = (*s)->ValidateInputs({unknown});
   EXPECT_NE(v.message().find("unknown input 'pixels'"), std::string::npos) << v.message();
 
-  Tensor short_data{"input_ids", DataType::kInt64, {1, 4}, std::vector<std::byte>(8)};
+  Tensor short_data{"input_ids", DataType::kInt64, {1, 4}, std::vector<std::byte>(8), {}};
   v = (*s)->ValidateInputs({short_data});
   EXPECT_NE(v.message().find("does not match"), std::string::npos) << v.message();
 }

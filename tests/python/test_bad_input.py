@@ -214,7 +214,7 @@ CASES: dict[str, Case] = {
     "kserve data not array": post(FIXED, fixed_input(data="0,0,0,0,0,0"), 400,
                                   "'data' is required and must be an array"),
     "kserve bytes to tensor model": post(FIXED, fixed_input(datatype="BYTES", data=["a"] * 6), 400,
-                                         "datatype 'BYTES' is not one of"),
+                                         "datatype BYTES, the model expects FP32"),
     "kserve wrong datatype": post(FIXED, fixed_input(datatype="INT32"), 400,
                                   "datatype INT32, the model expects FP32"),
     "kserve element count": post(FIXED, fixed_input(data=[0] * 5), 400,

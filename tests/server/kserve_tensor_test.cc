@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/kserve_api.h"
+#include "server/kserve_binary.h"
 
 namespace tailcut {
 namespace {
@@ -57,6 +58,69 @@ TEST(ParseKServeTensorTest, Fp16SubnormalIsConvertedExactly) {
   ASSERT_EQ(t->data.size(), 4u);
   EXPECT_EQ(t->As<uint16_t>()[0], 0x0001);
   EXPECT_EQ(t->As<uint16_t>()[1], 0x03ff);
+}
+
+// BYTES inputs (encoded images for an image model): strings in JSON, length-prefixed
+// elements in binary, counted against the shape either way.
+TEST(ParseKServeTensorTest, BytesComeAsJsonStringsOrLengthPrefixedBinary) {
+  auto json = ParseKServeTensor(
+      nlohmann::json::parse(R"({"name": "img", "datatype": "BYTES", "shape": [2, 1],
+                               "data": [["ab"], ["c"]]})"),
+      0);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ(json->type, DataType::kBytes);
+  EXPECT_EQ(json->elements, (std::vector<std::string>{"ab", "c"}));
+  EXPECT_TRUE(json->data.empty());
+
+  const std::string raw =
+      EncodeKServeBinaryString(std::string("\xff\xd8\x00", 3)) + EncodeKServeBinaryString("");
+  const std::string_view view(raw);
+  auto binary = ParseKServeTensor(nlohmann::json::parse(
+                                      R"({"name": "img", "datatype": "BYTES", "shape": [2],
+              "parameters": {"binary_data_size": 11}})"),
+                                  0, &view);
+  ASSERT_TRUE(binary.ok()) << binary.status().ToString();
+  EXPECT_EQ(binary->elements, (std::vector<std::string>{std::string("\xff\xd8\x00", 3), ""}));
+
+  auto number = ParseKServeTensor(
+      nlohmann::json::parse(R"({"name": "img", "datatype": "BYTES", "shape": [1], "data": [7]})"),
+      0);
+  ASSERT_FALSE(number.ok());
+  EXPECT_NE(number.status().message().find("where a string is expected"), std::string::npos);
+  auto count = ParseKServeTensor(
+      nlohmann::json::parse(
+          R"({"name": "img", "datatype": "BYTES", "shape": [3], "data": ["a", "b"]})"),
+      0);
+  ASSERT_FALSE(count.ok());
+  EXPECT_NE(count.status().message().find("has 2 elements but shape [3] needs 3"),
+            std::string::npos)
+      << count.status().message();
+  auto extra = ParseKServeTensor(
+      nlohmann::json::parse(
+          R"({"name": "img", "datatype": "BYTES", "shape": [1], "data": ["a", "b", 3]})"),
+      0);
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.status().message().find("has 3 elements"), std::string::npos)
+      << extra.status().message();
+}
+
+TEST(AppendKServeTensorTest, BytesOutputsAsJsonStringsOrBinary) {
+  Tensor t;
+  t.name = "logits";
+  t.type = DataType::kBytes;
+  t.shape = {1, 2};
+  t.elements = {"0.500000:3:tabby, \"cat\"", "0.100000:1"};
+  std::string out;
+  ASSERT_TRUE(AppendKServeTensor(t, &out).ok());
+  EXPECT_EQ(out, R"({"name":"logits","datatype":"BYTES","shape":[1,2],)"
+                 R"("data":["0.500000:3:tabby, \"cat\"","0.100000:1"]})");
+  std::string json, binary = "x";
+  ASSERT_TRUE(AppendKServeTensor(t, &json, &binary).ok());
+  const std::string want =
+      "x" + EncodeKServeBinaryString(t.elements[0]) + EncodeKServeBinaryString(t.elements[1]);
+  EXPECT_EQ(binary, want);
+  EXPECT_NE(json.find("\"binary_data_size\":" + std::to_string(want.size() - 1)), std::string::npos)
+      << json;
 }
 
 template <typename T>

@@ -89,6 +89,29 @@ Result<int64_t> TimeoutParameter(
       "(microseconds)");
 }
 
+// An output's "classification" parameter (KServe's classification extension): how many
+// classes; 0 = none asked. tritonclient sends it as int64_param.
+Result<int32_t> ClassificationParameter(
+    const inference::ModelInferRequest::InferRequestedOutputTensor& output) {
+  auto it = output.parameters().find("classification");
+  if (it == output.parameters().end()) return 0;
+  const auto& p = it->second;
+  int64_t k = 0;
+  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param) {
+    k = p.int64_param();
+  } else if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) {
+    k = static_cast<int64_t>(std::min<uint64_t>(p.uint64_param(), 1u << 30));
+  } else {
+    k = -1;
+  }
+  if (k < 1 || k > (1 << 30)) {
+    return Status::InvalidArgument("output '" + output.name() +
+                                   "': parameter 'classification' must be a positive "
+                                   "int64_param (the number of classes)");
+  }
+  return static_cast<int32_t>(k);
+}
+
 // The request's parameters as the JSON object the generate extension reads (its own
 // parameters are typed there), so every transport reads them one way.
 nlohmann::json ParametersJson(
@@ -568,9 +591,13 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
                          std::min<int64_t>(*timeout, std::numeric_limits<int64_t>::max() / 2)
                    : 0);
   std::vector<std::string> outputs;
+  std::vector<OutputClassification> classifications;
   for (const auto& o : request.outputs()) {
     if (o.name().empty()) return fail(Status::InvalidArgument("an output's name is empty"), model);
     outputs.push_back(o.name());
+    auto k = ClassificationParameter(o);
+    if (!k.ok()) return fail(k.status(), model);
+    if (*k > 0) classifications.push_back({o.name(), *k});
   }
   response->set_model_name(model);
   response->set_model_version("1");
@@ -669,6 +696,7 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
     req.inputs.push_back(std::move(t).value());
   }
   req.outputs = std::move(outputs);
+  req.classifications = std::move(classifications);
   req.received_micros = call->received_micros();
   req.deadline_micros = deadline;
   req.cancellation = call->cancellation();

@@ -66,6 +66,8 @@ std::string_view ContentsFieldFor(DataType type) {
     case DataType::kFp16: return "raw_input_contents (FP16 has no typed contents)";
     case DataType::kFp32: return "fp32_contents";
     case DataType::kFp64: return "fp64_contents";
+    case DataType::kBytes:
+      return "bytes_contents";
   }
   return "";
 }
@@ -81,6 +83,8 @@ size_t FieldSize(const inference::InferTensorContents& c, DataType type) {
     case DataType::kFp16: return 0;
     case DataType::kFp32: return static_cast<size_t>(c.fp32_contents_size());
     case DataType::kFp64: return static_cast<size_t>(c.fp64_contents_size());
+    case DataType::kBytes:
+      return static_cast<size_t>(c.bytes_contents_size());
   }
   return 0;
 }
@@ -116,7 +120,7 @@ Result<Tensor> TensorFromGrpcInput(const InputTensor& input, size_t index, const
   if (!type) {
     return Status::InvalidArgument(where + ": datatype '" + input.datatype() +
                                    "' is not one of BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, "
-                                   "FP32, FP64");
+                                   "FP32, FP64, BYTES");
   }
   auto shape = ReadShape(input, where);
   if (!shape.ok()) return shape.status();
@@ -124,6 +128,12 @@ Result<Tensor> TensorFromGrpcInput(const InputTensor& input, size_t index, const
   t.name = input.name();
   t.type = *type;
   t.shape = std::move(shape).value();
+  if (t.type == DataType::kBytes) {
+    auto elements = TextsFromGrpcInput(input, raw);  // The same checks, whatever the bytes are.
+    if (!elements.ok()) return elements.status();
+    t.elements = std::move(elements).value();
+    return t;
+  }
   const uint64_t count = static_cast<uint64_t>(*ElementCount(t.shape));
   if (raw) {
     // Compared without multiplying: count * size can wrap around to the raw size.
@@ -174,6 +184,8 @@ Result<Tensor> TensorFromGrpcInput(const InputTensor& input, size_t index, const
     case DataType::kFp16: break;  // count == 0 here: no typed field, so nothing to copy.
     case DataType::kFp32: AppendAs<float>(c.fp32_contents(), &t.data); break;
     case DataType::kFp64: AppendAs<double>(c.fp64_contents(), &t.data); break;
+    case DataType::kBytes:
+      break;  // Read above.
   }
   return t;
 }
@@ -211,8 +223,12 @@ Status AddGrpcOutput(const Tensor& t, inference::ModelInferResponse* response) {
   out->set_name(t.name);
   out->set_datatype(std::string(DataTypeName(t.type)));
   for (int64_t d : t.shape) out->add_shape(d);
-  response->add_raw_output_contents()->assign(reinterpret_cast<const char*>(t.data.data()),
-                                              t.data.size());
+  std::string* raw = response->add_raw_output_contents();
+  if (t.type == DataType::kBytes) {
+    for (const std::string& e : t.elements) *raw += EncodeKServeBinaryString(e);
+    return Status::Ok();
+  }
+  raw->assign(reinterpret_cast<const char*>(t.data.data()), t.data.size());
   return Status::Ok();
 }
 

@@ -155,6 +155,37 @@ TEST(KServeGrpcTensorsTest, TextsComeTypedOrLengthPrefixedAndMatchTheShape) {
   ExpectInvalid(TextsFromGrpcInput(typed, nullptr).status(), "bytes_contents");
 }
 
+// A BYTES tensor for a tensor model (encoded images): the same reading as texts, kept as
+// elements; written back raw as length-prefixed elements (a classification output).
+TEST(KServeGrpcTensorsTest, BytesTensorsAreElementsBothWays) {
+  Input typed = MakeInput("input", "BYTES", {2, 1});
+  typed.mutable_contents()->add_bytes_contents(std::string("\xff\xd8\xff", 3));
+  typed.mutable_contents()->add_bytes_contents("");
+  auto t = TensorFromGrpcInput(typed, 0, nullptr);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->type, DataType::kBytes);
+  EXPECT_EQ(t->shape, (Shape{2, 1}));
+  EXPECT_EQ(t->elements, (std::vector<std::string>{std::string("\xff\xd8\xff", 3), ""}));
+  EXPECT_TRUE(t->data.empty());
+  ExpectInvalid(TensorFromGrpcInput(MakeInput("input", "BYTES", {3}), 0, nullptr).status(),
+                "0 elements but shape [3] needs 3");
+
+  inference::ModelInferResponse response;
+  Tensor classes;
+  classes.name = "logits";
+  classes.type = DataType::kBytes;
+  classes.shape = {1, 2};
+  classes.elements = {"0.900000:1:goldfish", "0.050000:0"};
+  ASSERT_TRUE(AddGrpcOutput(classes, &response).ok());
+  EXPECT_EQ(response.outputs(0).datatype(), "BYTES");
+  EXPECT_EQ(response.raw_output_contents(0),
+            Bytes<uint32_t>({19}) + "0.900000:1:goldfish" + Bytes<uint32_t>({10}) + "0.050000:0");
+  auto back = TensorFromGrpcInput(MakeInput("logits", "BYTES", {1, 2}), 0,
+                                  &response.raw_output_contents(0));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->elements, classes.elements);
+}
+
 TEST(KServeGrpcTensorsTest, OutputsGoRawAndNonFiniteOnesAreRefused) {
   Tensor t;
   t.name = "embedding";
