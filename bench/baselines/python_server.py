@@ -82,6 +82,9 @@ from fastapi.responses import Response  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from batcher import Batcher  # noqa: E402
+
 MODEL_NAME = "default"
 
 
@@ -141,56 +144,6 @@ class TorchBackend:
         return np.asarray(out, dtype=np.float32), [len(e.ids) for e in self.tokenizer.encode_batch(texts)]
 
 
-class Batcher:
-    """Collects requests for up to window_s or max_rows rows, then runs them as one batch."""
-
-    def __init__(self, backend, executor, max_rows: int, window_s: float):
-        self.backend, self.executor = backend, executor
-        self.max_rows, self.window_s = max_rows, window_s
-        self.queue: asyncio.Queue = asyncio.Queue()
-
-    async def submit(self, texts: list[str]):
-        fut = asyncio.get_running_loop().create_future()
-        await self.queue.put((texts, fut))
-        return await fut
-
-    async def run(self):
-        loop = asyncio.get_running_loop()
-        while True:
-            items = [await self.queue.get()]
-            rows = len(items[0][0])
-            deadline = loop.time() + self.window_s
-            while rows < self.max_rows:
-                if self.queue.empty():
-                    remaining = deadline - loop.time()
-                    if remaining <= 0:
-                        break
-                    try:
-                        item = await asyncio.wait_for(self.queue.get(), remaining)
-                    except TimeoutError:
-                        break
-                else:
-                    item = self.queue.get_nowait()
-                if rows + len(item[0]) > self.max_rows:
-                    self.queue.put_nowait(item)  # goes to the back; rare (multi-text requests)
-                    break
-                items.append(item)
-                rows += len(item[0])
-            texts = [t for ts, _ in items for t in ts]
-            try:
-                emb, tokens = await loop.run_in_executor(self.executor, self.backend.embed, texts)
-            except Exception as e:  # noqa: BLE001
-                for _, fut in items:
-                    if not fut.done():
-                        fut.set_exception(e)
-                continue
-            i = 0
-            for ts, fut in items:
-                if not fut.done():
-                    fut.set_result((emb[i : i + len(ts)], tokens[i : i + len(ts)]))
-                i += len(ts)
-
-
 def error(status: int, message: str) -> Response:
     body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
@@ -203,7 +156,10 @@ def create_app(args) -> FastAPI:
     for n in (1, 4, args.max_batch):
         backend.embed(["warm up the model with a sentence of a few words"] * n)
         backend.embed(["a longer passage to warm up the model " * 20] * n)
-    batcher = Batcher(backend, executor, args.max_batch, args.window_ms / 1000.0) if args.mode == "batch" else None
+    # The batch's embeddings and token counts, cut per request.
+    batcher = (Batcher(backend.embed, executor, args.max_batch, args.window_ms / 1000.0,
+                       split=lambda r, i, n: (r[0][i : i + n], r[1][i : i + n]))
+               if args.mode == "batch" else None)
     state = {"ready": False}
 
     @contextlib.asynccontextmanager

@@ -20,7 +20,10 @@
 //                   [--out r.json] [--samples s.jsonl]
 // The workload file holds one request body (JSON) per line; lines are used in order, cycling,
 // from line --start (0-based), so consecutive runs can continue through a file instead of
-// replaying its first lines.
+// replaying its first lines. With --envelope each line is instead
+// {"body_base64": "...", "headers": {"Name": "value", ...}}: a body that is not one line of
+// JSON (KServe's binary extension: encoded images after a JSON header) and the headers that go
+// with it (Inference-Header-Content-Length, Content-Type), each line its own.
 //
 // With --stream the responses are Server-Sent Events (OpenAI's `stream: true`, KServe's
 // generate_stream): each event's arrival is timed as it is read, and the report adds time to
@@ -51,6 +54,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detail/base64.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
@@ -93,6 +97,7 @@ struct Options {
   uint64_t start_line = 0;
   bool timeline = false;
   bool stream = false;
+  bool envelope = false;
 };
 
 struct Sample {
@@ -215,13 +220,46 @@ class LoadGenerator {
         while (!value.empty() && value.front() == ' ') value.erase(value.begin());
         req->set(h.substr(0, colon), value);
       }
-      req->body() = line;
+      if (o_.envelope) {
+        if (!Unwrap(line, req.get())) {
+          std::cerr << "loadgen: workload line " << requests_.size() + 1
+                    << " is not {\"body_base64\": ..., \"headers\": {...}}\n";
+          return false;
+        }
+      } else {
+        req->body() = line;
+      }
       req->prepare_payload();
       requests_.push_back(std::move(req));
     }
     if (requests_.empty()) {
       std::cerr << "loadgen: workload '" << o_.workload << "' is empty\n";
       return false;
+    }
+    return true;
+  }
+
+  // An --envelope line: the body (base64) and its own headers, set over the shared ones.
+  static bool Unwrap(const std::string& line, http::request<http::string_body>* req) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("body_base64") || !j["body_base64"].is_string()) {
+      return false;
+    }
+    const std::string& encoded = j["body_base64"].get_ref<const std::string&>();
+    std::string body(beast::detail::base64::decoded_size(encoded.size()), '\0');
+    const auto [written, read] =
+        beast::detail::base64::decode(body.data(), encoded.data(), encoded.size());
+    // beast stops at the '=' padding: everything before it must have been read.
+    const size_t padding = encoded.size() - encoded.find_last_not_of('=') - 1;
+    if (read + padding != encoded.size()) return false;
+    body.resize(written);
+    req->body() = std::move(body);
+    if (auto h = j.find("headers"); h != j.end()) {
+      if (!h->is_object()) return false;
+      for (const auto& [name, value] : h->items()) {
+        if (!value.is_string()) return false;
+        req->set(name, value.get<std::string>());
+      }
     }
     return true;
   }
@@ -658,6 +696,9 @@ int main(int argc, char** argv) {
   app.add_flag("--stream", o.stream,
                "Responses are Server-Sent Events: report time to first token and inter-token "
                "latency");
+  app.add_flag("--envelope", o.envelope,
+               "Workload lines are {\"body_base64\": ..., \"headers\": {...}}: binary bodies "
+               "with headers of their own (KServe's binary extension)");
   app.add_option("--out", o.out, "Write the JSON report here (default stdout)");
   app.add_option("--samples", o.samples_out,
                  "Also write each recorded request (workload line, status, latency, TTFT, "

@@ -265,14 +265,16 @@ std::vector<Setting> BuildSettings() {
                   [](auto& c) -> auto& { return c.service.text.default_timeout_micros; },
                   [](auto& c) -> auto& { return c.service.tensor.default_timeout_micros; })
                   .AtLeast(0));
-  t.push_back(Bind(
-                  "requests.max_queue_delay_millis",
-                  "Refuse (429) a request when the work ahead of it (the running batch's rest "
-                  "and the queued rows, at the batch cost fitted to recent batches, plus the "
-                  "measured margin of waits over estimates) would take longer than this before "
-                  "its first batch; 0 = off.",
-                  1000, [](auto& c) -> auto& { return c.service.text.max_queue_delay_micros; })
-                  .AtLeast(0));
+  t.push_back(
+      Bind(
+          "requests.max_queue_delay_millis",
+          "Refuse (429) a request when the work ahead of it (the running batch's rest "
+          "and the queued rows, at the batch cost fitted to recent batches, plus the "
+          "measured margin of waits over estimates) would take longer than this before "
+          "its first batch; 0 = off.",
+          1000, [](auto& c) -> auto& { return c.service.text.max_queue_delay_micros; },
+          [](auto& c) -> auto& { return c.service.tensor.scheduler.max_queue_delay_micros; })
+          .AtLeast(0));
   t.push_back(Field(
                   "requests.max_inputs_per_request",
                   "Most texts in one embedding request; more get 413.",

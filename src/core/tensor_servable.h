@@ -27,7 +27,15 @@
 namespace tailcut {
 
 struct TensorServableOptions {
-  BatchSchedulerOptions scheduler;
+  // With admission by time on, as for text models (200 ms, the setting
+  // requests.max_queue_delay_millis): without it an image model offered 1.27x its capacity
+  // queued up to the row bound (1,024 decoded images: 740 MB, P99 2 s) instead of answering
+  // the excess with 429s.
+  BatchSchedulerOptions scheduler = [] {
+    BatchSchedulerOptions o;
+    o.max_queue_delay_micros = 200'000;
+    return o;
+  }();
   // Deadline for requests that bring none; 0 = none.
   int64_t default_timeout_micros = 30'000'000;
 };
