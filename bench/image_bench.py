@@ -6,6 +6,7 @@ tritonclient sends them (KServe v2 infer, binary extension, top-5 classification
 Systems, each on the same ONNX file, 2 compute threads:
   tailcut            `tailcut serve`, the model's own batching (max_batch_size 32)
   tailcut-nobatch    the same with --max-batch-size 1: one image per model run
+  tailcut-batchN     the same with --max-batch-size N
   python             FastAPI + uvicorn + ONNX Runtime + Pillow with an asyncio batcher
                      (bench/baselines/python_image_server.py --mode batch, max 32, 2 ms)
   python-single      the same, each request alone (--mode single)
@@ -31,33 +32,21 @@ import io
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from server_process import BenchError, ServerProcess, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "efficientnet-lite0"
 SYSTEMS = ("tailcut", "tailcut-nobatch", "python", "python-single")
-
-
-class BenchError(RuntimeError):
-    pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def find_photos(folder: Path | None) -> list[Path]:
@@ -103,56 +92,7 @@ def envelope(image: bytes) -> str:
                                    "Content-Type": "application/octet-stream"}})
 
 
-class Server:
-    """One server process on a free port, ready when /v2/health/ready answers 200."""
-
-    def __init__(self, name: str, argv: list[str], log: Path):
-        self.name, self.argv, self.log = name, argv, log
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self):
-        self.log_file = open(self.log, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        t0 = time.monotonic()
-        while True:
-            if self.proc.poll() is not None:
-                raise BenchError(f"{self.name} exited while starting:\n{self.log.read_text()[-2000:]}")
-            if time.monotonic() - t0 > 120:
-                raise BenchError(f"{self.name} not ready after 120 s")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/health/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.2)
-
-    @property
-    def port(self) -> int:
-        return int(self.argv[self.argv.index("--port") + 1])
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def peak_rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-        self.log_file.close()
-
-
-def server_for(name: str, args, tmp: Path) -> Server:
+def server_for(name: str, args, tmp: Path) -> ServerProcess:
     port = free_port()
     if name.startswith("tailcut"):
         repo = tmp / "repo"
@@ -163,15 +103,17 @@ def server_for(name: str, args, tmp: Path) -> Server:
                 "--grpc-port", "0", "--model-repository", str(repo), "--threads", str(args.threads)]
         if name == "tailcut-nobatch":
             argv += ["--max-batch-size", "1"]
-        return Server(name, argv, tmp / f"{name}.log")
+        elif name.startswith("tailcut-batch"):  # tailcut-batchN: batches of at most N images.
+            argv += ["--max-batch-size", name.removeprefix("tailcut-batch")]
+        return ServerProcess(name, argv, port, tmp / f"{name}.log")
     mode = "single" if name == "python-single" else "batch"
     argv = [sys.executable, str(REPO / "bench" / "baselines" / "python_image_server.py"),
             "--port", str(port), "--mode", mode, "--threads", str(args.threads),
             "--model-dir", str(args.model_dir)]
-    return Server(name, argv, tmp / f"{name}.log")
+    return ServerProcess(name, argv, port, tmp / f"{name}.log")
 
 
-def run_point(server: Server, workload: Path, rate: float, args, tag: str, tmp: Path) -> dict:
+def run_point(server: ServerProcess, workload: Path, rate: float, args, tag: str, tmp: Path) -> dict:
     report = tmp / f"{tag}.json"
     cpu0 = server.cpu_seconds()
     cmd = [str(args.loadgen), "--port", str(server.port),

@@ -40,9 +40,6 @@ import hashlib
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,6 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments  # noqa: E402  (its Prometheus histogram reader)
+from server_process import ServerProcess, free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("TAILCUT_BUILD_DIR", REPO / "build"))
@@ -71,12 +69,6 @@ def split_bucket(a: str, b: str) -> int:
     """The evaluation's split (tools/semantic_cache_eval.py): >= 80 is the test split."""
     h = hashlib.blake2b((a + "\x1f" + b).encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(h, "little") % 100
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_pairs(path: Path) -> tuple[list[dict], list[dict]]:
@@ -116,40 +108,12 @@ def make_stream(args) -> list[dict]:
     return [dict(req, at=i / args.rate) for i, (_, _, req) in enumerate(events)]
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, name: str, flags: list[str], args, log: Path):
-        self.name, self.port, self.log = name, free_port(), log
-        self.argv = [str(args.tailcut), "serve", "--model-repository", str(args.models),
-                     "--port", str(self.port), "--grpc-port", "0", "--host", "127.0.0.1", *flags, *args.server_args]
-        self.proc = None
-
-    def __enter__(self):
-        self.log_file = open(self.log, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        t0 = time.monotonic()
-        while True:
-            if self.proc.poll() is not None or time.monotonic() - t0 > 120:
-                self.__exit__()
-                raise RuntimeError(f"{self.name}: not ready ({' '.join(self.argv)}):\n"
-                                   + self.log.read_text(errors="replace")[-3000:])
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/health/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.2)
-
-    def __exit__(self, *exc):
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log_file.close()
+        port = free_port()
+        argv = [str(args.tailcut), "serve", "--model-repository", str(args.models),
+                "--port", str(port), "--grpc-port", "0", "--host", "127.0.0.1", *flags, *args.server_args]
+        super().__init__(name, argv, port, log)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
