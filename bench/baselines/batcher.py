@@ -5,12 +5,28 @@ thread, and each request gets its rows of the result back.
 Batcher(run, executor, max_rows, window_s): `run(rows)` takes the batch's rows (every
 request's, in order) and returns one result per row, indexable by position (a list, a numpy
 array, or a tuple of them when `split` says how to cut it). submit(rows) awaits the request's
-part.
+part. lifespan() is the FastAPI lifespan both baselines run it in.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Callable
+
+
+def lifespan(batcher: "Batcher | None", executor, state: dict):
+    """A FastAPI lifespan: the batcher's loop runs while the app serves (no batcher: requests
+    run alone), state["ready"] says so, and the inference thread stops with the app."""
+    @contextlib.asynccontextmanager
+    async def run(_app):
+        task = asyncio.create_task(batcher.run()) if batcher is not None else None
+        state["ready"] = True
+        yield
+        state["ready"] = False
+        if task is not None:
+            task.cancel()
+        executor.shutdown(wait=False, cancel_futures=True)
+    return run
 
 
 def split_rows(result: Any, start: int, count: int) -> Any:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import io
 import os
 import sys
@@ -40,7 +39,7 @@ from fastapi.responses import Response
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from batcher import Batcher  # noqa: E402
+from batcher import Batcher, lifespan  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "efficientnet-lite0"
@@ -119,17 +118,7 @@ def create_app(args) -> FastAPI:
     batcher = (Batcher(model.run, executor, args.max_batch, args.window_ms / 1000.0)
                if args.mode == "batch" else None)
     state = {"ready": False}
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app):
-        task = asyncio.create_task(batcher.run()) if batcher is not None else None
-        state["ready"] = True
-        yield
-        if task is not None:
-            task.cancel()
-        executor.shutdown(wait=False, cancel_futures=True)
-
-    app = FastAPI(lifespan=lifespan)
+    app = FastAPI(lifespan=lifespan(batcher, executor, state))
 
     @app.post(f"/v2/models/{MODEL}/infer")
     async def infer(request: Request):

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -83,7 +82,7 @@ from pydantic import BaseModel  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from batcher import Batcher  # noqa: E402
+from batcher import Batcher, lifespan  # noqa: E402
 
 MODEL_NAME = "default"
 
@@ -161,18 +160,7 @@ def create_app(args) -> FastAPI:
                        split=lambda r, i, n: (r[0][i : i + n], r[1][i : i + n]))
                if args.mode == "batch" else None)
     state = {"ready": False}
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app):
-        task = asyncio.create_task(batcher.run()) if batcher is not None else None
-        state["ready"] = True
-        yield
-        state["ready"] = False
-        if task is not None:
-            task.cancel()
-        executor.shutdown(wait=False, cancel_futures=True)
-
-    app = FastAPI(lifespan=lifespan)
+    app = FastAPI(lifespan=lifespan(batcher, executor, state))
 
     async def embed(texts: list[str]):
         """Through the batcher, or (per-request mode) alone on the inference thread."""

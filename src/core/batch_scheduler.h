@@ -32,6 +32,10 @@
 
 namespace tailcut {
 
+// The servables' default for BatchSchedulerOptions::max_queue_delay_micros (the setting
+// requests.max_queue_delay_millis), text and tensor models alike.
+inline constexpr int64_t kDefaultMaxQueueDelayMicros = 200'000;
+
 struct BatchSchedulerOptions {
   BatchQueueOptions queue;
   // Threads that run batches, concurrently. 0 = chosen by the server from its CPUs

@@ -1,7 +1,6 @@
 #include "core/classification.h"
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 #include <numeric>
 
@@ -46,14 +45,15 @@ Result<Tensor> Classify(const Tensor& scores, int32_t top_k,
     return Status::Internal(where + ": the model has " + std::to_string(classes) +
                             " classes but its labels file names " + std::to_string(labels.size()));
   }
-  auto score = [&](int64_t i) -> double {
-    switch (scores.type) {
-      case DataType::kFp16:
-        return HalfToFloat(scores.As<uint16_t>()[i]);
-      case DataType::kFp64:
-        return scores.As<double>()[i];
-      default:
-        return scores.As<float>()[i];
+  // One row's scores at a time, read once whatever the datatype.
+  std::vector<double> row(static_cast<size_t>(classes));
+  auto read_row = [&](int64_t r) {
+    for (int64_t c = 0; c < classes; ++c) {
+      const int64_t i = r * classes + c;
+      row[static_cast<size_t>(c)] = scores.type == DataType::kFp16
+                                        ? HalfToFloat(scores.As<uint16_t>()[i])
+                                    : scores.type == DataType::kFp64 ? scores.As<double>()[i]
+                                                                     : scores.As<float>()[i];
     }
   };
   const int64_t k = std::min<int64_t>(top_k, classes);
@@ -65,15 +65,16 @@ Result<Tensor> Classify(const Tensor& scores, int32_t top_k,
   out.elements.reserve(static_cast<size_t>(rows * k));
   std::vector<int64_t> order(static_cast<size_t>(classes));
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t base = r * classes;
+    read_row(r);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
-      const double sa = score(base + a), sb = score(base + b);
+      const double sa = row[static_cast<size_t>(a)], sb = row[static_cast<size_t>(b)];
       return sa > sb || (sa == sb && a < b);
     });
     for (int64_t j = 0; j < k; ++j) {
       const int64_t c = order[static_cast<size_t>(j)];
-      std::string e = std::to_string(static_cast<float>(score(base + c))) + ":" + std::to_string(c);
+      std::string e =
+          std::to_string(static_cast<float>(row[static_cast<size_t>(c)])) + ":" + std::to_string(c);
       if (!labels.empty()) e += ":" + labels[static_cast<size_t>(c)];
       out.elements.push_back(std::move(e));
     }

@@ -41,7 +41,6 @@ Result<std::unique_ptr<ImageInput>> ImageInput::Create(const ImageConfig& config
   }
   std::unique_ptr<ImageInput> in(new ImageInput());
   in->input_name_ = spec->name;
-  in->model_name_ = model_name;
   in->limits_.max_pixels = config.max_pixels;
   ImagePreprocessOptions& p = in->preprocess_;
   p.resize_shorter_side_pixels = config.resize_shorter_side_pixels;

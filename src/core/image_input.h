@@ -38,7 +38,6 @@ class ImageInput {
   ImageInput() = default;
 
   std::string input_name_;
-  std::string model_name_;
   ImageDecodeLimits limits_;
   ImagePreprocessOptions preprocess_;
 };

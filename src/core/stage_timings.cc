@@ -1,20 +1,22 @@
 #include "core/stage_timings.h"
 
 #include <cstdio>
+#include <string_view>
+#include <vector>
 
 namespace tailcut {
 
 std::string StageTimings::ToServerTiming() const {
   const std::pair<const char*, int64_t> stages[] = {
-      {"parse", parse_micros},         {"tokenize", tokenize_micros}, {"cache", cache_micros},
-      {"queue", queue_micros},         {"batch", batch_micros},       {"infer", infer_micros},
-      {"serialize", serialize_micros}, {"total", total_micros}};
-  if (preprocess_micros <= 0) return FormatServerTiming(stages);
-  const std::pair<const char*, int64_t> with_images[] = {
-      {"parse", parse_micros}, {"preprocess", preprocess_micros}, {"queue", queue_micros},
-      {"batch", batch_micros}, {"infer", infer_micros},           {"serialize", serialize_micros},
-      {"total", total_micros}};
-  return FormatServerTiming(with_images);
+      {"parse", parse_micros},           {"tokenize", tokenize_micros},   {"cache", cache_micros},
+      {"preprocess", preprocess_micros}, {"queue", queue_micros},         {"batch", batch_micros},
+      {"infer", infer_micros},           {"serialize", serialize_micros}, {"total", total_micros}};
+  // Image decoding is listed only where it happened: text requests keep their stages.
+  std::vector<std::pair<const char*, int64_t>> shown;
+  for (const auto& stage : stages) {
+    if (stage.second > 0 || std::string_view(stage.first) != "preprocess") shown.push_back(stage);
+  }
+  return FormatServerTiming(shown);
 }
 
 std::string FormatServerTiming(std::span<const std::pair<const char*, int64_t>> stages) {

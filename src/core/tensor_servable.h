@@ -27,13 +27,12 @@
 namespace tailcut {
 
 struct TensorServableOptions {
-  // With admission by time on, as for text models (200 ms, the setting
-  // requests.max_queue_delay_millis): without it an image model offered 1.27x its capacity
-  // queued up to the row bound (1,024 decoded images: 740 MB, P99 2 s) instead of answering
-  // the excess with 429s.
+  // With admission by time on, as for text models: without it an image model offered 1.27x
+  // its capacity queued up to the row bound (1,024 decoded images: 740 MB, P99 2 s) instead
+  // of answering the excess with 429s.
   BatchSchedulerOptions scheduler = [] {
     BatchSchedulerOptions o;
-    o.max_queue_delay_micros = 200'000;
+    o.max_queue_delay_micros = kDefaultMaxQueueDelayMicros;
     return o;
   }();
   // Deadline for requests that bring none; 0 = none.

@@ -60,7 +60,7 @@ struct TextServableOptions {
   // about this plus its own batches, whatever the text lengths, and a request larger than
   // the queue bound is admitted too (its rows run in several batches); max_enqueued_rows
   // stays as a backstop. 0 = off.
-  int64_t max_queue_delay_micros = 200'000;
+  int64_t max_queue_delay_micros = kDefaultMaxQueueDelayMicros;
   // Which variant serves requests that pin none, under load (see precision_controller.h).
   PrecisionPolicy precision;
   // How often the controller looks at the load signals.

@@ -100,10 +100,12 @@ Result<Tensor> ReadBytesElements(Tensor t, nlohmann::json::const_iterator data,
                                  const nlohmann::json& input, const std::string_view* binary,
                                  int64_t count) {
   const std::string tw = "input '" + t.name + "'";
+  int64_t seen = 0;
   if (binary) {
     auto elements = DecodeKServeBinaryStrings(*binary, t.name);
     if (!elements.ok()) return elements.status();
     t.elements = std::move(elements).value();
+    seen = static_cast<int64_t>(t.elements.size());
   } else {
     if (data == input.end() || !data->is_array()) {
       return Status::InvalidArgument(tw + ": 'data' is required and must be an array");
@@ -111,10 +113,7 @@ Result<Tensor> ReadBytesElements(Tensor t, nlohmann::json::const_iterator data,
     const std::string vw = tw + " data";
     Status s = ForEachLeaf(*data, std::max<size_t>(1, t.shape.size()), vw,
                            [&](const nlohmann::json& v) -> Status {
-                             if (static_cast<int64_t>(t.elements.size()) >= count) {
-                               t.elements.emplace_back();  // Counted, reported below.
-                               return Status::Ok();
-                             }
+                             if (++seen > count) return Status::Ok();  // Counted, reported below.
                              if (!v.is_string()) {
                                return Status::InvalidArgument(vw + " holds " + JsonTypeName(v) +
                                                               " where a string is expected");
@@ -124,8 +123,8 @@ Result<Tensor> ReadBytesElements(Tensor t, nlohmann::json::const_iterator data,
                            });
     if (!s.ok()) return s;
   }
-  if (static_cast<int64_t>(t.elements.size()) != count) {
-    return Status::InvalidArgument(tw + ": 'data' has " + std::to_string(t.elements.size()) +
+  if (seen != count) {
+    return Status::InvalidArgument(tw + ": 'data' has " + std::to_string(seen) +
                                    " elements but shape " + ShapeToString(t.shape) + " needs " +
                                    std::to_string(count));
   }
@@ -288,7 +287,7 @@ Status AppendKServeTensor(const Tensor& t, std::string* out, std::string* binary
   }
   if (bytes && binary) {
     const size_t before = binary->size();
-    for (const std::string& e : t.elements) *binary += EncodeKServeBinaryString(e);
+    AppendKServeBinaryStrings(t.elements, binary);
     *out +=
         "],\"parameters\":{\"binary_data_size\":" + std::to_string(binary->size() - before) + "}}";
     return Status::Ok();

@@ -97,6 +97,10 @@ std::string EncodeKServeBinaryString(std::string_view element) {
   return out;
 }
 
+void AppendKServeBinaryStrings(const std::vector<std::string>& elements, std::string* out) {
+  for (const std::string& e : elements) *out += EncodeKServeBinaryString(e);
+}
+
 Result<KServeBinaryOutputs> KServeBinaryOutputs::Read(const nlohmann::json& body) {
   KServeBinaryOutputs out;
   auto flag = [](const nlohmann::json& object, const char* key,

@@ -44,6 +44,8 @@ Result<std::vector<std::string>> DecodeKServeBinaryStrings(std::string_view raw,
 // One BYTES element as the binary extension (and gRPC's raw contents) carry it: its 4-byte
 // little-endian length, then its bytes.
 std::string EncodeKServeBinaryString(std::string_view element);
+// Every element of a BYTES tensor so, one after the other, appended to `out`.
+void AppendKServeBinaryStrings(const std::vector<std::string>& elements, std::string* out);
 
 // Which outputs the client wants in binary.
 class KServeBinaryOutputs {

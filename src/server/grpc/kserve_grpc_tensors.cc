@@ -225,7 +225,7 @@ Status AddGrpcOutput(const Tensor& t, inference::ModelInferResponse* response) {
   for (int64_t d : t.shape) out->add_shape(d);
   std::string* raw = response->add_raw_output_contents();
   if (t.type == DataType::kBytes) {
-    for (const std::string& e : t.elements) *raw += EncodeKServeBinaryString(e);
+    AppendKServeBinaryStrings(t.elements, raw);
     return Status::Ok();
   }
   raw->assign(reinterpret_cast<const char*>(t.data.data()), t.data.size());
