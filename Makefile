@@ -15,7 +15,7 @@ PYTEST_PATHS ?= tests/python
 CTEST_JOBS ?= $(shell nproc)
 export TAILCUT_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: setup setup-server build run embed-sample test unit-test py-test bench-engine bench bench-quick bench-setup format clean \
+.PHONY: setup setup-server build run embed-sample test unit-test py-test bench-engine bench bench-quick bench-tail bench-setup format clean \
         fuzz fuzz-smoke sanitize
 
 # The set-up with the whole build (server, unit tests, benchmarks).
@@ -55,6 +55,12 @@ bench-engine: setup-server
 # section. About 20 minutes; bench-quick about 3. Extra options: BENCH_ARGS="--systems ...".
 bench: bench-setup
 	$(BENCH_PYTHON) bench/run_bench.py --command "make bench" $(BENCH_ARGS)
+
+# Tail latency against offered rate (BENCHMARKS.md, "Tail latency on natural traffic"): the
+# natural workload, three interleaved repeats per rate, overload at 1.25x, plot. About 15
+# minutes. Options: BENCH_ARGS="--workloads natural,short --variant 'w1=--threads 2'".
+bench-tail: bench-setup
+	$(BENCH_PYTHON) bench/tail_bench.py $(BENCH_ARGS)
 
 bench-quick: bench-setup
 	$(BENCH_PYTHON) bench/run_bench.py --quick --command "make bench-quick" $(BENCH_ARGS)

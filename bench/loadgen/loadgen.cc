@@ -110,6 +110,9 @@ struct Sample {
   double ttft_ms = -1;
   std::vector<double> gaps_ms;
   int64_t token_events = 0;
+  // The response's Server-Timing header, when it has one (--samples): where the server says
+  // the request's time went, to set beside the latency the client saw.
+  std::string server_timing;
 };
 
 // Sample::status of a transport error.
@@ -295,6 +298,7 @@ class LoadGenerator {
   const tcp::resolver::results_type& endpoints() const { return endpoints_; }
   double timeout_s() const { return o_.timeout_s; }
   bool stream() const { return o_.stream; }
+  bool keep_server_timing() const { return !o_.samples_out.empty(); }
   void CountStaleRetry() { ++stale_retries_; }
 
   void Done(std::shared_ptr<Connection> conn, const Sample& s, bool record) {
@@ -330,6 +334,7 @@ class LoadGenerator {
                           {"latency_ms", s.latency_ms},
                           {"ttft_ms", s.ttft_ms},
                           {"gaps_ms", s.gaps_ms}};
+      if (!s.server_timing.empty()) j["server_timing"] = s.server_timing;
       out << j.dump() << "\n";
     }
   }
@@ -621,6 +626,9 @@ void Connection::OnRead(beast::error_code ec) {
   s.status = status;
   s.scheduled_s = gen_.SecondsSinceStart(scheduled_);
   s.line = request_index_;
+  if (auto it = response.find("Server-Timing"); gen_.keep_server_timing() && it != response.end()) {
+    s.server_timing = std::string(it->value());
+  }
   gen_.Done(shared_from_this(), s, record_);
 }
 

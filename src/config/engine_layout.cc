@@ -23,9 +23,9 @@ EngineLayout ResolveEngineLayout(int cpus, int requested_workers, int requested_
     l.batch_workers = std::max(1, l.cpus / requested_threads);
     l.rule = "workers fill the CPUs at the configured threads each";
   } else {
-    l.batch_workers = 1;
-    l.intra_op_threads = l.cpus;
-    l.rule = "one worker with every CPU";
+    l.batch_workers = l.cpus;
+    l.intra_op_threads = 1;
+    l.rule = "a one-thread worker per CPU";
   }
   return l;
 }

@@ -2,15 +2,20 @@
 // batch workers (batching.num_workers, per model) and ONNX Runtime's intra-op threads
 // (engine.intra_op_threads, one pool shared by every session), when either is left at 0.
 //
-// The rule: one batch worker that spreads each batch over every CPU. What the SLO sees is a
-// batch's latency, and a worker with fewer threads runs its batch proportionally longer: on
-// a slow 2-CPU machine one 4 x 128-token batch takes 92 ms with 2 threads and 166 ms with
-// one, so two one-thread workers cannot hold P99 <= 86 ms on medium texts at any rate, while
-// for short texts they add throughput (BENCHMARKS.md, "Engine layout"). Hence the default
-// favours latency, and a short-text service asks for the other split with one count: given
-// one, the other fills the CPUs (workers x threads = CPUs; `--threads 1` on 2 CPUs = two
-// one-thread workers); both given are kept. Machines with more CPUs were not measured here:
-// past the point where one batch stops scaling with threads, give batching.num_workers.
+// The rule: a one-thread batch worker per CPU. Each batch runs on one core, with no barrier
+// after every operator waiting for whichever thread the I/O thread or a client preempted,
+// and a long text holds one worker while the others keep serving the short ones queued
+// behind it (no head-of-line blocking). What used to argue for one worker with every CPU, a
+// batch's latency (a 4 x 128-token batch took 166 ms on one thread against 92 ms on two),
+// is bounded now by the batch time cut-off (BatchSchedulerOptions::max_batch_micros), which
+// scales each worker's batches to its own speed. Measured on 2 vCPUs with QQP questions of
+// natural length, P99 <= 86 ms, three interleaved repeats (BENCHMARKS.md, "Tail latency on
+// natural traffic"): 430 req/s for two one-thread workers against 310 for one two-thread
+// worker, both with the cut-off (180 for the earlier defaults), and no workload lost. Given
+// one of the two counts, the other fills the CPUs (workers x threads = CPUs; `--threads 2` on
+// 2 CPUs = the earlier one worker with both); both given are kept. On one CPU both rules are
+// one worker with one thread. Machines with more than 2 CPUs were not measured here (this
+// one has 2; taskset can only take CPUs away).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -173,7 +173,7 @@ std::vector<Setting> BuildSettings() {
   t.push_back(Field(
                   "engine.intra_op_threads",
                   "Threads one inference may use (shared by all models); 0 = CPUs / batch "
-                  "workers (all CPUs when both are 0).",
+                  "workers (1 when both are 0).",
                   [](auto& c) -> auto& { return c.engine.intra_op_threads; })
                   .AtLeast(0)
                   .Alias("--threads"));
@@ -218,6 +218,13 @@ std::vector<Setting> BuildSettings() {
                   "Most padded tokens (rows x longest) in one text batch; 0 = no limit.",
                   [](auto& c) -> auto& { return c.service.text.scheduler.queue.max_batch_tokens; })
                   .AtLeast(0));
+  t.push_back(Bind(
+                  "batching.max_batch_millis",
+                  "Longest a batch may be predicted to run (cost fitted to recent batches): "
+                  "formation stops adding rows before it; 0 = no time bound.",
+                  1000, [](auto& c) -> auto& { return c.service.text.scheduler.max_batch_micros; },
+                  [](auto& c) -> auto& { return c.service.tensor.scheduler.max_batch_micros; })
+                  .AtLeast(0));
   t.push_back(
       Field(
           "batching.batch_timeout_micros",
@@ -245,7 +252,7 @@ std::vector<Setting> BuildSettings() {
   t.push_back(Field(
                   "batching.num_workers",
                   "Threads per model that run batches; 0 = CPUs / engine.intra_op_threads "
-                  "(1 when both are 0).",
+                  "(one per CPU when both are 0).",
                   [](auto& c) -> auto& { return c.service.text.scheduler.num_workers; },
                   [](auto& c) -> auto& { return c.service.tensor.scheduler.num_workers; })
                   .AtLeast(0));

@@ -57,6 +57,12 @@ int64_t BatchCostModel::BatchMicros(int64_t padded_tokens) const {
                               micros_per_token_ * static_cast<double>(padded_tokens));
 }
 
+int64_t BatchCostModel::TokensWithin(int64_t micros) const {
+  if (!slope_known_ || micros_per_token_ <= 0) return 0;
+  const double tokens = (static_cast<double>(micros) - fixed_micros_) / micros_per_token_;
+  return std::max<int64_t>(1, static_cast<int64_t>(tokens));
+}
+
 int64_t BatchCostModel::DrainMicros(int64_t rows, int64_t tokens, int64_t max_batch_size,
                                     int64_t max_batch_tokens) const {
   if (!measured() || rows <= 0) return 0;

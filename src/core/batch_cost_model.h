@@ -60,6 +60,12 @@ class BatchCostModel {
   int64_t samples() const { return samples_; }
   // Predicted run time of one batch of `padded_tokens`.
   int64_t BatchMicros(int64_t padded_tokens) const;
+  // The most padded tokens one batch may hold to be predicted to run within `micros` (at
+  // least 1: a batch of one short row is never refused); 0 = no bound known: batches of
+  // different sizes have not yet told the fixed part from the cost per token (until then a
+  // line through the origin would overstate small batches' cost per token and cut batches
+  // too small).
+  int64_t TokensWithin(int64_t micros) const;
   // Predicted time for one worker to run `rows` queued rows holding `tokens` (unpadded):
   // as many batches as the limits cut them into (0 = no limit), each with its fixed part.
   int64_t DrainMicros(int64_t rows, int64_t tokens, int64_t max_batch_size,

@@ -33,17 +33,17 @@ Status BatchQueue::Enqueue(std::unique_ptr<BatchTask>& task) {
   return admitted;
 }
 
-bool BatchQueue::ReadyToForm() const {
+bool BatchQueue::ReadyToForm(int64_t max_batch_tokens) const {
   if (tasks_.empty()) return false;
   if (queued_rows_ >= options_.max_batch_size) return true;
-  if (options_.max_batch_tokens > 0 && queued_tokens_ >= options_.max_batch_tokens) return true;
+  if (max_batch_tokens > 0 && queued_tokens_ >= max_batch_tokens) return true;
   return clock_.NowMicros() >=
          tasks_.front()->enqueue_time_micros() + options_.batch_timeout_micros;
 }
 
-std::optional<int64_t> BatchQueue::NextReadyTimeMicros() const {
+std::optional<int64_t> BatchQueue::NextReadyTimeMicros(int64_t max_batch_tokens) const {
   if (tasks_.empty()) return std::nullopt;
-  if (ReadyToForm()) return clock_.NowMicros();
+  if (ReadyToForm(max_batch_tokens)) return clock_.NowMicros();
   return tasks_.front()->enqueue_time_micros() + options_.batch_timeout_micros;
 }
 
@@ -68,7 +68,7 @@ void BatchQueue::RemoveExpired(int64_t expected_batch_micros,
   tasks_.erase(keep, tasks_.end());
 }
 
-Batch BatchQueue::FormBatch() {
+Batch BatchQueue::FormBatch(int64_t max_batch_tokens) {
   Batch batch;
   batch.formed_at_micros = clock_.NowMicros();
   if (tasks_.empty()) return batch;
@@ -107,7 +107,7 @@ Batch BatchQueue::FormBatch() {
     const int64_t rows = batch.rows + t.rows();
     const int64_t length = std::max(batch.max_length, t.length());
     if (rows > options_.max_batch_size) continue;
-    if (options_.max_batch_tokens > 0 && rows * length > options_.max_batch_tokens) continue;
+    if (max_batch_tokens > 0 && rows * length > max_batch_tokens) continue;
     batch.rows = rows;
     batch.max_length = length;
     chosen.push_back(c.index);

@@ -10,7 +10,8 @@
 //    ahead of it (its other rows run in later batches), and an empty queue admits anything.
 //    Admission by time is BatchScheduler's (it knows what is running).
 //  - Readiness: a batch is formed when the queue can fill max_batch_size rows or
-//    max_batch_tokens padded tokens, or when the oldest task has waited batch_timeout_micros.
+//    max_batch_tokens padded tokens (or the smaller bound the caller passes: BatchScheduler's
+//    time cut-off), or when the oldest task has waited batch_timeout_micros.
 //  - Grouping: the oldest task always goes first (no starvation); the rest of the batch is
 //    picked among the next `grouping_window` tasks by closeness of length, oldest first on
 //    ties, while rows x longest length stays within max_batch_tokens. Short texts are thus
@@ -70,10 +71,15 @@ class BatchQueue {
   // CheckAdmission() for the one task, then Push(); on refusal `task` stays the caller's.
   Status Enqueue(std::unique_ptr<BatchTask>& task);
 
-  // Whether a batch should be formed now (see Readiness above).
-  bool ReadyToForm() const;
+  // Whether a batch should be formed now (see Readiness above), a full batch being
+  // `max_batch_tokens` padded tokens (as FormBatch(max_batch_tokens) would cut it).
+  bool ReadyToForm(int64_t max_batch_tokens) const;
+  bool ReadyToForm() const { return ReadyToForm(options_.max_batch_tokens); }
   // When ReadyToForm() will become true by waiting alone; nullopt if the queue is empty.
-  std::optional<int64_t> NextReadyTimeMicros() const;
+  std::optional<int64_t> NextReadyTimeMicros(int64_t max_batch_tokens) const;
+  std::optional<int64_t> NextReadyTimeMicros() const {
+    return NextReadyTimeMicros(options_.max_batch_tokens);
+  }
 
   // Removes tasks that cannot meet their deadline given `expected_batch_micros`, into
   // `expired`, and (when `abandoned` is given) tasks whose request ended
@@ -82,8 +88,11 @@ class BatchQueue {
                      std::vector<std::unique_ptr<BatchTask>>* expired,
                      std::vector<std::unique_ptr<BatchTask>>* abandoned = nullptr);
 
-  // Takes the next batch off the queue (empty if the queue is).
-  Batch FormBatch();
+  // Takes the next batch off the queue (empty if the queue is), of at most
+  // `max_batch_tokens` padded tokens (0 = no limit; BatchScheduler passes the smaller of the
+  // option and its time bound's, see BatchSchedulerOptions::max_batch_micros).
+  Batch FormBatch(int64_t max_batch_tokens);
+  Batch FormBatch() { return FormBatch(options_.max_batch_tokens); }
 
   // Takes every queued task (for shutdown).
   std::vector<std::unique_ptr<BatchTask>> TakeAll();

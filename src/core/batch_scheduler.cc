@@ -53,7 +53,7 @@ Status BatchScheduler::Schedule(std::vector<std::unique_ptr<BatchTask>>& tasks) 
       if (by_time) {
         t->estimated_wait_micros =
             wait + cost_.DrainMicros(rows_before, tokens_before, q.max_batch_size,
-                                     q.max_batch_tokens);
+                                     BatchTokenLimitLocked());
         rows_before += t->rows();
         tokens_before += t->rows() * t->length();
       }
@@ -118,9 +118,18 @@ int64_t BatchScheduler::WaitAheadMicrosLocked(int64_t now) const {
   }
   const BatchQueueOptions& q = queue_.options();
   work += cost_.DrainMicros(queue_.queued_rows(), queue_.queued_tokens(), q.max_batch_size,
-                            q.max_batch_tokens);
+                            BatchTokenLimitLocked());
   // The workers drain it side by side.
   return work / static_cast<int64_t>(running_.size());
+}
+
+int64_t BatchScheduler::BatchTokenLimitLocked() const {
+  const int64_t by_tokens = queue_.options().max_batch_tokens;
+  const int64_t by_time =
+      options_.max_batch_micros > 0 ? cost_.TokensWithin(options_.max_batch_micros) : 0;
+  if (by_tokens <= 0) return by_time;
+  if (by_time <= 0) return by_tokens;
+  return std::min(by_tokens, by_time);
 }
 
 void BatchScheduler::WorkerLoop(size_t worker) {
@@ -137,14 +146,14 @@ void BatchScheduler::WorkerLoop(size_t worker) {
           continue;
         }
         // When stopping, run what is left without waiting for batches to fill.
-        if (stopping_ || queue_.ReadyToForm()) break;
-        const auto next = queue_.NextReadyTimeMicros();
+        if (stopping_ || queue_.ReadyToForm(BatchTokenLimitLocked())) break;
+        const auto next = queue_.NextReadyTimeMicros(BatchTokenLimitLocked());
         const int64_t wait = next ? *next - clock_.NowMicros() : 0;
         if (wait > 0) wake_.wait_for(lock, std::chrono::microseconds(wait));
       }
       queue_.RemoveExpired(expected_batch_micros_.load(std::memory_order_relaxed), &expired,
                            &abandoned);
-      batch = queue_.FormBatch();
+      batch = queue_.FormBatch(BatchTokenLimitLocked());
       if (!batch.tasks.empty()) {
         for (const auto& t : batch.tasks) {
           tokens += t->rows() * t->length();

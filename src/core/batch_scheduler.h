@@ -35,6 +35,9 @@ namespace tailcut {
 // The servables' default for BatchSchedulerOptions::max_queue_delay_micros (the setting
 // requests.max_queue_delay_millis), text and tensor models alike.
 inline constexpr int64_t kDefaultMaxQueueDelayMicros = 200'000;
+// The servables' default for BatchSchedulerOptions::max_batch_micros (the setting
+// batching.max_batch_millis; see there), text and tensor models alike.
+inline constexpr int64_t kDefaultMaxBatchMicros = 10'000;
 
 struct BatchSchedulerOptions {
   BatchQueueOptions queue;
@@ -52,6 +55,23 @@ struct BatchSchedulerOptions {
   // minus a batch to refuse rather than queue; 0 = off (the row bound alone). Applies once a
   // batch has been measured.
   int64_t max_queue_delay_micros = 0;
+  // Cost-aware cut-off: the longest a batch may be predicted to run (by the cost fitted to
+  // recent batches, batch_cost_model.h); batch formation stops adding rows before the
+  // prediction passes it, so a batch holds at most the padded tokens this allows, besides
+  // queue.max_batch_tokens. A request waits for about the batch running ahead of it, then
+  // runs in its own: both are bounded by this, whatever the machine's speed or the worker's
+  // thread count, where a bound in tokens must be scaled to them by hand. Batching gains
+  // throughput by spreading a batch's fixed cost over its rows, which stops paying once that
+  // cost is a small part of the batch; past that, larger batches only add latency. Measured
+  // on 2 slow vCPUs, QQP questions of natural length at 240-270 req/s (BENCHMARKS.md, "Tail
+  // latency on natural traffic"): without it 512-token batches of 70-75 ms made P99 205-239
+  // ms; bounds of 5 / 8 / 10 / 12 / 15 / 20 / 30 ms gave 10 ms the lowest P99 (47-53 ms),
+  // and with it the rate held at P99 <= 86 ms rose from 180 to 310 req/s (one two-thread
+  // worker). Raise it where the fixed cost per batch is large against the SLO (a GPU), lower
+  // it towards the batch of one longest input when P99 is what matters; 0 = no time bound.
+  // For tensor models a row is the unit of cost (BatchTask::length() is 1). Applies once
+  // batches of two sizes have been measured.
+  int64_t max_batch_micros = 0;
   // How fast the batch cost estimate behind admission by time follows measured batches.
   BatchCostModelOptions cost;
   // Counts the rows dropped unrun because their request ended (BatchTask::abandoned());
@@ -108,6 +128,9 @@ class BatchScheduler {
   // The work ahead of a request queued now, per worker, without the wait margin; mutex_
   // held.
   int64_t WaitAheadMicrosLocked(int64_t now) const;
+  // The padded-token bound of the next batch: queue.max_batch_tokens and what
+  // max_batch_micros allows at the fitted cost, the smaller (0 = none); mutex_ held.
+  int64_t BatchTokenLimitLocked() const;
   // Calls process_ on `batch`; on an exception, fails what is left in it (see ProcessFn).
   void RunBatch(Batch& batch);
 

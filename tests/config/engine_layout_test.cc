@@ -8,12 +8,13 @@
 namespace tailcut {
 namespace {
 
-TEST(EngineLayoutTest, DefaultIsOneWorkerWithEveryCpu) {
+TEST(EngineLayoutTest, DefaultIsAOneThreadWorkerPerCpu) {
   for (int cpus : {1, 2, 8}) {
     EngineLayout l = ResolveEngineLayout(cpus, 0, 0);
-    EXPECT_EQ(l.batch_workers, 1);
-    EXPECT_EQ(l.intra_op_threads, cpus);
+    EXPECT_EQ(l.batch_workers, cpus);
+    EXPECT_EQ(l.intra_op_threads, 1);
   }
+  EXPECT_EQ(ResolveEngineLayout(0, 0, 0).batch_workers, 1);  // Never none.
 }
 
 TEST(EngineLayoutTest, OneGivenCountFillsTheCpusWithTheOther) {
@@ -23,8 +24,8 @@ TEST(EngineLayoutTest, OneGivenCountFillsTheCpusWithTheOther) {
   l = ResolveEngineLayout(8, 0, 2);
   EXPECT_EQ(l.batch_workers, 4);
   EXPECT_EQ(l.intra_op_threads, 2);
-  l = ResolveEngineLayout(2, 0, 1);  // The short-text split on 2 CPUs.
-  EXPECT_EQ(l.batch_workers, 2);
+  l = ResolveEngineLayout(2, 0, 2);  // One worker with both CPUs, the earlier default.
+  EXPECT_EQ(l.batch_workers, 1);
   l = ResolveEngineLayout(2, 0, 4);  // More threads than CPUs: still one worker.
   EXPECT_EQ(l.batch_workers, 1);
   l = ResolveEngineLayout(2, 3, 3);  // Both given: kept as they are.
@@ -40,7 +41,8 @@ TEST(EngineLayoutTest, AppliesToEngineAndEveryServable) {
   EXPECT_EQ(l.cpus, AvailableCpus());
   EXPECT_EQ(c.service.text.scheduler.num_workers, l.batch_workers);
   EXPECT_EQ(c.service.tensor.scheduler.num_workers, l.batch_workers);
-  EXPECT_EQ(c.engine.intra_op_threads, l.cpus);
+  EXPECT_EQ(c.engine.intra_op_threads, 1);
+  EXPECT_EQ(l.batch_workers, l.cpus);
 }
 
 }  // namespace

@@ -41,6 +41,21 @@ TEST(BatchCostModelTest, DrainPaysTheFixedPartOncePerBatch) {
   EXPECT_EQ(m.DrainMicros(0, 0, 64, 512), 0);
 }
 
+TEST(BatchCostModelTest, TokensWithinATimeAreWhatTheLineAllows) {
+  BatchCostModel m;
+  EXPECT_EQ(m.TokensWithin(10'000), 0);  // Nothing measured: no bound known.
+  m.Observe(64, 64, LineMicros(64));
+  EXPECT_EQ(m.TokensWithin(10'000), 0);  // One size: the fixed part is not known yet.
+  for (int i = 0; i < 40; ++i) {
+    const int64_t x = i % 2 ? 64 : 512;
+    m.Observe(x, x, LineMicros(x));
+  }
+  EXPECT_NEAR(m.TokensWithin(10'000), 160, 1);  // (10 ms - 2 ms) / 50 us.
+  EXPECT_LE(m.BatchMicros(m.TokensWithin(10'000)), 10'000 + 1);
+  // A bound below the fixed part still lets a batch of one short row run.
+  EXPECT_EQ(m.TokensWithin(1'000), 1);
+}
+
 TEST(BatchCostModelTest, BatchesOfOneSizePredictTheirOwnTime) {
   BatchCostModel m;
   for (int i = 0; i < 40; ++i) {

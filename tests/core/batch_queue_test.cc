@@ -76,6 +76,34 @@ TEST_F(BatchQueueTest, TokenBudgetMakesReadyAndBoundsBatch) {
   EXPECT_EQ(q.queued_tasks(), 1u);
 }
 
+TEST_F(BatchQueueTest, ATokenLimitGivenAtFormationBoundsThatBatch) {
+  BatchQueueOptions o;
+  o.max_batch_size = 100;
+  o.max_batch_tokens = 512;
+  BatchQueue q(o, clock_);
+  for (int id = 1; id <= 6; ++id) Add(q, id, 16);
+  // The scheduler's time bound allows 64 padded tokens: four rows of 16.
+  EXPECT_EQ(Ids(q.FormBatch(64)), (std::vector<int>{1, 2, 3, 4}));
+  // The oldest task runs even when it alone is over the limit.
+  EXPECT_EQ(Ids(q.FormBatch(8)), (std::vector<int>{5}));
+  EXPECT_EQ(Ids(q.FormBatch(0)), (std::vector<int>{6}));  // 0: no limit.
+}
+
+TEST_F(BatchQueueTest, ABatchIsFullAtTheTokenLimitGiven) {
+  BatchQueueOptions o;
+  o.max_batch_size = 100;
+  o.max_batch_tokens = 512;
+  o.batch_timeout_micros = 1'000'000;
+  BatchQueue q(o, clock_);
+  for (int id = 1; id <= 4; ++id) Add(q, id, 16);
+  // 64 queued tokens fill a batch that the time bound cuts at 64, not one of 512: no waiting
+  // for the batch timeout when the batch that would form is already as large as allowed.
+  EXPECT_FALSE(q.ReadyToForm());
+  EXPECT_TRUE(q.ReadyToForm(64));
+  EXPECT_EQ(*q.NextReadyTimeMicros(64), clock_.NowMicros());
+  EXPECT_EQ(*q.NextReadyTimeMicros(), clock_.NowMicros() + 1'000'000);
+}
+
 TEST_F(BatchQueueTest, GroupsSimilarLengthsAroundTheOldest) {
   BatchQueueOptions o;
   o.max_batch_size = 3;

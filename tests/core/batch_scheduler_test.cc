@@ -198,6 +198,42 @@ TEST(BatchSchedulerTest, WaitEstimateCountsTheRunningBatchAndEveryBatchsFixedCos
   scheduler.Stop(/*drain=*/true);
 }
 
+TEST(BatchSchedulerTest, BatchesAreCutWhereTheirPredictedTimePassesTheBound) {
+  ManualClock clock;
+  HeldBatches held;
+  BatchSchedulerOptions o;
+  o.num_workers = 1;
+  o.queue.max_batch_size = 64;
+  o.queue.max_batch_tokens = 512;
+  o.max_batch_micros = 20'000;
+  BatchScheduler scheduler(o, held.Fn(), clock);
+  HeldBatches::Releaser releaser{&held};
+  int batches = 0;
+  // Until batches of two sizes are measured the time bound is unknown: the token bound alone
+  // applies. Batches cost 12 ms + 250 us per token: 20 ms allows 32 tokens, four rows of 8.
+  RunMeasuredBatch(scheduler, held, clock, &batches, 1, 14'000);
+  RunMeasuredBatch(scheduler, held, clock, &batches, 4, 20'000);
+  EXPECT_EQ(held.rows(), (std::vector<int64_t>{1, 4}));
+
+  auto running = Tasks(500, 1, clock.NowMicros());
+  ASSERT_TRUE(scheduler.Schedule(running).ok());
+  held.WaitStarted(++batches);
+  auto queued = Tasks(600, 10, clock.NowMicros());  // 80 tokens: 10 rows fit the token bound.
+  ASSERT_TRUE(scheduler.Schedule(queued).ok());
+  // Three batches by time (4 + 4 + 2 rows), each paying the fixed part, after the running one.
+  EXPECT_NEAR(scheduler.EstimatedWaitMicros(), 14'000 + 3 * 12'000 + 80 * 250, 2);
+  for (int i = 0; i < 3; ++i) {
+    clock.AdvanceMicros(20'000);
+    held.EndOne();
+    held.WaitStarted(++batches);
+  }
+  held.EndAll();
+  scheduler.Stop(/*drain=*/true);
+  const std::vector<int64_t> rows = held.rows();
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(std::vector<int64_t>(rows.begin() + 3, rows.end()), (std::vector<int64_t>{4, 4, 2}));
+}
+
 // One worker, batches of 4 rows whatever their length, admission bounded at 100 ms: the
 // admission tests' scheduler.
 BatchSchedulerOptions AdmissionOptions() {

@@ -77,9 +77,11 @@ def test_full_queue_is_refused_at_once(start_server, repo, golden_items, hf_toke
     # tokens are queued, or after 60 s. Seven short requests (under 250 tokens together) stay
     # queued while a flood of two-input requests arrives: 7 + 2 rows exceed the queue bound
     # of 8, so every request of the flood must be refused at once. A 256-token request then
-    # lifts the queued tokens over 250 and the seven run.
+    # lifts the queued tokens over 250 and the seven run. No batch time bound, which would
+    # make a batch full at fewer tokens once batches are measured.
     s = start_server("--max-queue", "8", "--max-batch-size", "16", "--cache.enabled=false",
                      "--batch-timeout-micros", "60000000", "--batching.max_batch_tokens", "250",
+                     "--batching.max_batch_millis", "0",
                      model_repository=repo, name="overload")
     short = [g for g in golden_items if 3 <= len(hf_tokenizer.encode(g.text).ids) <= 20][:7]
     assert len(short) == 7
@@ -152,9 +154,10 @@ def test_request_larger_than_the_queue_bound_is_admitted_behind_queued_work(
     # Before, the row bound refused it while anything at all was queued, and the time
     # estimate counted its own rows as queueing delay. The three stay queued because batches
     # form only at 64 rows or 512 tokens, or after 5 s (which also ends the large request's
-    # last, smaller batch).
+    # last, smaller batch). No batch time bound (it would cut batches by time instead).
     s = start_server("--max-queue", "128", "--max-batch-size", "64", "--cache.enabled=false",
                      "--batch-timeout-micros", "5000000", "--batching.max_batch_tokens", "512",
+                     "--batching.max_batch_millis", "0",
                      model_repository=repo, name="large")
     r = s.post("/v1/embeddings", {"input": ["word " * 300] * 2})  # 512 tokens: batches now.
     assert r.status_code == 200, r.text

@@ -23,8 +23,11 @@ def busy_server(tailcut_bin, default_model_dir, tmp_path_factory):
     repo = make_model_repository(tmp_path_factory.mktemp("models"))
     # Time-based admission is off too: this test is about correctness under concurrency, and
     # on a slow machine a burst of 64 requests is more queued work than the 200 ms default.
+    # So is the batch time bound: it sizes batches to what a worker runs in 10 ms, under TSan
+    # one row, and the test counts batches holding several requests' inputs.
     with TailcutServer(["--batch-timeout-micros", "2000", "--cache.enabled=false",
-                        "--requests.max_queue_delay_millis", "0"],
+                        "--requests.max_queue_delay_millis", "0",
+                        "--batching.max_batch_millis", "0"],
                        model_repository=repo,
                        name="concurrency", log_dir=tmp_path_factory.mktemp("logs")) as s:
         yield s
