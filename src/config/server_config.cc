@@ -539,6 +539,13 @@ std::vector<Setting> BuildSettings() {
           .AtLeast(0)
           .AtMost(1'000'000));
   t.push_back(Field(
+                  "precision.min_top1_agreement_ppm",
+                  "Classifiers: floor on a fast variant's measured share of check images whose "
+                  "top-1 class equals fp32's (model.yaml top1_agreement), in millionths.",
+                  [](auto& c) -> auto& { return c.service.text.precision.min_top1_agreement_ppm; })
+                  .AtLeast(0)
+                  .AtMost(1'000'000));
+  t.push_back(Field(
       "precision.allow_below_fidelity_floor",
       "Opt in to switching to a batch-invariant variant under the fidelity floor or unmeasured.",
       [](auto& c) -> auto& { return c.service.text.precision.allow_below_fidelity_floor; }));

@@ -78,7 +78,7 @@ class GenerativeServable final : public Servable {
   void Stop(bool drain) override;
   // Pins the variant of requests that pin none (admin), disabling the controller until
   // `name` is empty again. InvalidArgument naming the variants if unknown.
-  Status SetActiveVariant(const std::string& name);
+  Status SetActiveVariant(const std::string& name) override;
   // One controller evaluation (the controller thread's; public for tests).
   void ControllerTick();
 

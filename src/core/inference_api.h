@@ -72,6 +72,8 @@ struct TensorRequest {
   std::vector<Tensor> inputs;
   std::vector<std::string> outputs;  // Empty = all.
   std::vector<OutputClassification> classifications;  // Outputs to answer as classes.
+  // A precision variant to pin (name or alias such as "int8"); empty = the active one.
+  std::string precision;
   int64_t received_micros = 0;
   int64_t deadline_micros = 0;
   CancellationFlag cancellation;  // Set when the client goes away: a queued request is dropped.
@@ -100,6 +102,8 @@ struct VariantDescription {
   std::optional<double> fidelity_min_cosine;  // To fp32, measured at quantize time.
   std::optional<double> fidelity_recall_at_10;
   std::optional<double> perplexity;  // Generative variants: measured (model.yaml).
+  std::optional<double> top1_agreement;  // Classifiers: measured (model.yaml).
+  std::optional<double> top1_accuracy;
   // Whether the precision controller may serve it in place of the default variant (the same
   // vector space, src/core/variant_eligibility.h); else why not.
   bool interchangeable = false;
@@ -129,6 +133,7 @@ struct ModelDescription {
   double fidelity_floor_min_cosine = 0;
   double fidelity_floor_recall_at_10 = 0;
   bool fidelity_floor_waived = false;
+  double top1_agreement_floor = 0;  // Classifiers' floor (PrecisionPolicy).
   int64_t precision_switches = 0;
   // Generative models: the KV cache's capacity in tokens (all sequences together), the most
   // sequences generated at once, the context the model was trained with, and llama.cpp's

@@ -227,7 +227,13 @@ Result<std::shared_ptr<Servable>> InferenceService::Build(const ModelConfig& con
       return std::shared_ptr<Servable>(std::move(loaded).value());
     }
     case ModelKind::kTensor: {
-      auto loaded = TensorServable::Load(config, options_.session, options_.tensor,
+      // The precision.* settings are the server's, for every ONNX model (they bind to the
+      // text options).
+      TensorServableOptions tensor = options_.tensor;
+      tensor.precision = options_.text.precision;
+      tensor.precision_interval_micros = options_.text.precision_interval_micros;
+      tensor.precision_window_seconds = options_.text.precision_window_seconds;
+      auto loaded = TensorServable::Load(config, options_.session, tensor,
                                          metric_families_.ForModel(config.name), clock_);
       if (!loaded.ok()) return loaded.status();
       return std::shared_ptr<Servable>(std::move(loaded).value());
@@ -549,22 +555,15 @@ void InferenceService::FlushCache(const std::string& model,
 Status InferenceService::SetActiveVariant(const std::string& model, const std::string& variant) {
   Entry* entry = Find(model);
   if (!entry) return Status::NotFound("model '" + model + "' does not exist");
-  std::shared_ptr<TextEmbeddingServable> text;
-  std::shared_ptr<GenerativeServable> generative;
+  std::shared_ptr<Servable> servable;
   {
     std::lock_guard<std::mutex> lock(entry->mutex);
-    if (entry->config.kind == ModelKind::kGenerative) {
-      generative = entry->As<GenerativeServable>();
-    } else {
-      text = entry->As<TextEmbeddingServable>();
-    }
+    servable = entry->servable;
   }
-  if (generative) return generative->SetActiveVariant(variant);
-  if (!text) {
-    return Status::FailedPrecondition("model '" + entry->config.name +
-                                      "' is not a loaded text-embedding model");
+  if (!servable) {
+    return Status::FailedPrecondition("model '" + entry->config.name + "' is not loaded");
   }
-  return text->SetActiveVariant(variant);
+  return servable->SetActiveVariant(variant);
 }
 
 ModelDescription InferenceService::DescribeEntry(const Entry& entry) const {

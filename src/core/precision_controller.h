@@ -87,6 +87,11 @@ struct PrecisionPolicy {
   // them) only knowingly.
   int64_t min_fidelity_cosine_ppm = 985'000;
   int64_t min_fidelity_recall_at_10_ppm = 930'000;
+  // Classifiers (a variant with a measured top1_agreement in model.yaml): the share of check
+  // images whose top-1 class must equal fp32's, in ppm. The default admits the image model's
+  // int8-static (71 of 72 check images, 0.986) and would refuse a variant that changed two.
+  // The check set is small, so this catches a broken variant, not a 1-point drift.
+  int64_t min_top1_agreement_ppm = 980'000;
   // Operator opt-in: also move to a batch-invariant variant below the floor (or unmeasured).
   // Batch invariance is never waived.
   bool allow_below_fidelity_floor = false;

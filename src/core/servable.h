@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/inference_api.h"
 
@@ -24,6 +25,10 @@ class Servable {
   // Refuses new work, then ends what was accepted: run to completion with drain, failed with
   // kUnavailable without. Returns once nothing of it refers to the servable any more.
   virtual void Stop(bool drain) = 0;
+  // Pins the variant that serves requests which pin none (the admin route), or gives the
+  // choice back to the precision controller when `name` is empty. InvalidArgument naming the
+  // variants when `name` is none of them.
+  virtual Status SetActiveVariant(const std::string& name) = 0;
 };
 
 }  // namespace tailcut

@@ -1,5 +1,6 @@
 #include "core/tensor_servable.h"
 
+#include <spdlog/spdlog.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -12,10 +13,11 @@ namespace {
 
 class TensorTask final : public BatchTask {
  public:
-  TensorTask(TensorRequest request, TensorCallback done, int64_t rows, uint64_t key,
+  TensorTask(TensorRequest request, TensorCallback done, int variant, int64_t rows, uint64_t key,
              int64_t enqueued, int64_t deadline)
       : request_(std::move(request)),
         done_(std::move(done)),
+        variant_(variant),
         rows_(rows),
         key_(key),
         enqueued_(enqueued),
@@ -31,22 +33,25 @@ class TensorTask final : public BatchTask {
   void Fail(const Status& status) override { done_(status); }
 
   TensorRequest& request() { return request_; }
+  int variant() const { return variant_; }
   void Succeed(TensorResult result) { done_(std::move(result)); }
 
  private:
   TensorRequest request_;
   TensorCallback done_;
+  int variant_;  // Index into the servable's variants; part of the batch key.
   int64_t rows_;
   uint64_t key_;
   int64_t enqueued_;
   int64_t deadline_;
 };
 
-// Hash of everything but the batch dimension: names, datatypes and the other dimensions,
-// plus the requested outputs. Requests with equal keys can be concatenated.
-uint64_t BatchKey(const TensorRequest& r) {
+// Hash of everything but the batch dimension: the variant, names, datatypes and the other
+// dimensions, plus the requested outputs. Requests with equal keys can be concatenated.
+uint64_t BatchKey(const TensorRequest& r, int variant) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, &variant, sizeof(variant));
   for (const auto& t : r.inputs) {
     XXH3_64bits_update(state, t.name.data(), t.name.size() + 1);
     const int type = static_cast<int>(t.type);
@@ -72,7 +77,11 @@ bool SplitsByRow(const std::vector<Tensor>& outputs, int64_t rows) {
 
 TensorServable::TensorServable(const ModelConfig& config, const ServableMetrics& metrics,
                                const Clock& clock, const TensorServableOptions& options)
-    : config_(config), metrics_(metrics), clock_(clock), options_(options) {}
+    : config_(config),
+      metrics_(metrics),
+      clock_(clock),
+      options_(options),
+      latency_(options.precision_window_seconds, clock) {}
 
 TensorServable::~TensorServable() {
   Stop(/*drain=*/false);
@@ -84,9 +93,39 @@ Result<std::unique_ptr<TensorServable>> TensorServable::Load(const ModelConfig& 
                                                              const ServableMetrics& metrics,
                                                              const Clock& clock) {
   std::unique_ptr<TensorServable> s(new TensorServable(config, metrics, clock, options));
-  auto loaded = OnnxSession::Load(config.file_path, session);
-  if (!loaded.ok()) return loaded.status();
-  s->session_ = std::move(loaded).value();
+  // Every listed variant, each its own session; one that fails is reported and the others
+  // serve (as for text models).
+  Status first_error = Status::Ok();
+  std::vector<bool> loaded;
+  for (const VariantConfig& vc : config.variants) {
+    auto v = std::make_unique<Variant>();
+    auto opened = OnnxSession::Load(vc.file_path, session);
+    if (opened.ok()) {
+      v->session = std::move(opened).value();
+    } else {
+      v->error = opened.status().message();
+      if (first_error.ok()) first_error = opened.status();
+      spdlog::error("model '{}': variant '{}' failed to load: {}", config.name, vc.name, v->error);
+    }
+    loaded.push_back(v->session != nullptr);
+    s->variants_.push_back(std::move(v));
+  }
+  auto selector = VariantSelector::Create(config, loaded, options.precision, metrics, clock);
+  if (!selector.ok()) return first_error.ok() ? selector.status() : first_error;
+  s->selector_ = std::move(selector).value();
+  s->session_ = s->variants_[static_cast<size_t>(s->selector_->active())]->session.get();
+  for (size_t i = 0; i < s->variants_.size(); ++i) {
+    const OnnxSession* other = s->variants_[i]->session.get();
+    if (other == nullptr || other == s->session_) continue;
+    if (other->inputs().size() != s->session_->inputs().size() ||
+        other->outputs().size() != s->session_->outputs().size()) {
+      return Status::InvalidArgument(
+          "model '" + config.name + "': variant '" + config.variants[i].name +
+          "' has other inputs or outputs than '" +
+          config.variants[static_cast<size_t>(s->selector_->active())].name +
+          "'; every variant must take and give the same tensors");
+    }
+  }
 
   bool batchable = true;
   for (const auto* specs : {&s->session_->inputs(), &s->session_->outputs()}) {
@@ -117,14 +156,62 @@ Result<std::unique_ptr<TensorServable>> TensorServable::Load(const ModelConfig& 
   TensorServable* self = s.get();
   s->scheduler_ = std::make_unique<BatchScheduler>(
       scheduler, [self](Batch&& batch) { self->ProcessBatch(std::move(batch)); }, clock);
+  if (s->selector_->has_controller()) {
+    s->controller_thread_ = std::thread([self] { self->ControllerLoop(); });
+  }
   return s;
 }
 
+void TensorServable::StopController() {
+  {
+    std::lock_guard<std::mutex> lock(controller_mutex_);
+    controller_stop_ = true;
+  }
+  controller_wake_.notify_all();
+  if (controller_thread_.joinable()) controller_thread_.join();
+}
+
 void TensorServable::Stop(bool drain) {
+  StopController();
   if (scheduler_) scheduler_->Stop(drain);
 }
 
+Status TensorServable::SetActiveVariant(const std::string& name) {
+  return selector_->Pin(name);
+}
+
+void TensorServable::ControllerLoop() {
+  int64_t last_busy = busy_micros_.load();
+  int64_t last_tick = clock_.NowMicros();
+  const int64_t workers = std::max(1, scheduler_->options().num_workers);
+  std::unique_lock<std::mutex> lock(controller_mutex_);
+  while (!controller_wake_.wait_for(lock,
+                                    std::chrono::microseconds(options_.precision_interval_micros),
+                                    [this] { return controller_stop_; })) {
+    const int64_t now = clock_.NowMicros();
+    const int64_t busy = busy_micros_.load();
+    LoadSignals s;
+    // Busy time is summed over the workers, so an interval's capacity is wall x workers.
+    const int64_t wall = std::max<int64_t>(1, now - last_tick) * workers;
+    s.utilization =
+        std::min(1.0, static_cast<double>(busy - last_busy) / static_cast<double>(wall));
+    last_busy = busy;
+    last_tick = now;
+    s.request_rate_per_s = latency_.RatePerSecond();
+    s.p99_micros = latency_.PercentileMicros(0.99);
+    s.samples = latency_.Count();
+    ReadSystemMemory(&s.memory_used_fraction, &s.memory_free_bytes);
+    const int64_t accurate =
+        variants_[static_cast<size_t>(selector_->accurate())]->nanos_per_row.load();
+    const int64_t fast = variants_[static_cast<size_t>(selector_->fast())]->nanos_per_row.load();
+    if (accurate > 0 && fast > 0) s.accurate_slowdown = static_cast<double>(accurate) / fast;
+    selector_->Tick(s);
+  }
+}
+
 void TensorServable::Infer(TensorRequest request, TensorCallback done) {
+  auto variant = selector_->Choose(request.precision);
+  if (!variant.ok()) return done(variant.status());
   if (image_input_) {
     for (Tensor& t : request.inputs) {
       if (t.type != DataType::kBytes || t.name != image_input_->input_name()) continue;
@@ -172,7 +259,7 @@ void TensorServable::Infer(TensorRequest request, TensorCallback done) {
       }
     }
     if (rows == 0) return done(Status::InvalidArgument("the batch dimension is 0"));
-    key = BatchKey(request);
+    key = BatchKey(request, *variant);
   }
   const int64_t now = clock_.NowMicros();
   int64_t deadline = request.deadline_micros;
@@ -180,15 +267,18 @@ void TensorServable::Infer(TensorRequest request, TensorCallback done) {
     deadline =
         (request.received_micros ? request.received_micros : now) + options_.default_timeout_micros;
   }
-  // As for text: the scheduler fails expired tasks without knowing the model's metrics.
-  TensorCallback counted = [done = std::move(done),
+  // As for text: the scheduler fails expired tasks without knowing the model's metrics. An
+  // answered request's latency feeds the precision controller's window.
+  const int64_t received = request.received_micros ? request.received_micros : now;
+  TensorCallback counted = [this, received, done = std::move(done),
                             expired = metrics_.expired](Result<TensorResult> r) {
     if (!r.ok() && r.status().code() == Status::Code::kDeadlineExceeded) expired->Inc();
+    if (r.ok()) latency_.Record(clock_.NowMicros() - received);
     done(std::move(r));
   };
   std::vector<std::unique_ptr<BatchTask>> tasks;
-  tasks.push_back(std::make_unique<TensorTask>(std::move(request), std::move(counted), rows, key,
-                                               now, deadline));
+  tasks.push_back(std::make_unique<TensorTask>(std::move(request), std::move(counted), *variant,
+                                               rows, key, now, deadline));
   Status queued = scheduler_->Schedule(tasks);
   if (!queued.ok()) {
     if (queued.code() == Status::Code::kResourceExhausted) metrics_.rejected_queue_full->Inc();
@@ -201,6 +291,8 @@ void TensorServable::ProcessBatch(Batch&& batch) {
   std::vector<TensorTask*> tasks;
   for (auto& t : batch.tasks) tasks.push_back(static_cast<TensorTask*>(t.get()));
   TensorRequest& first = tasks.front()->request();
+  const int variant_index = tasks.front()->variant();  // The batch key keeps variants apart.
+  Variant& variant = *variants_[static_cast<size_t>(variant_index)];
 
   // Concatenate along the first axis (only when more than one request shares the batch).
   std::vector<Tensor> inputs;
@@ -225,8 +317,15 @@ void TensorServable::ProcessBatch(Batch&& batch) {
     }
   }
   const int64_t infer_start = clock_.NowMicros();
-  auto outputs = session_->Run(inputs, first.outputs);
+  auto outputs = variant.session->Run(inputs, first.outputs);
   const int64_t infer_end = clock_.NowMicros();
+  busy_micros_ += infer_end - start;
+  if (outputs.ok()) {
+    // Exponentially weighted (1/8) time per row: the controller's speed comparison.
+    const int64_t per_row = (infer_end - infer_start) * 1000 / std::max<int64_t>(1, batch.rows);
+    const int64_t old = variant.nanos_per_row.load();
+    variant.nanos_per_row.store(old == 0 ? per_row : old + (per_row - old) / 8);
+  }
   metrics_.batches->Inc();
   metrics_.batch_size->Observe(static_cast<double>(batch.rows));
   metrics_.infer_seconds->Observe((infer_end - infer_start) / 1e6);
@@ -256,8 +355,8 @@ void TensorServable::ProcessBatch(Batch&& batch) {
     const int64_t rows = t->rows();
     TensorResult result;
     result.model = config_.name;
-    result.version = session_->file_digest();
-    result.variant = config_.default_variant;  // The one file a tensor model serves.
+    result.version = variant.session->file_digest();
+    result.variant = config_.variants[static_cast<size_t>(variant_index)].name;
     result.timings = t->request().timings;
     result.timings.queue_micros = batch.formed_at_micros - t->enqueue_time_micros();
     result.timings.batch_micros = infer_start - batch.formed_at_micros;
@@ -305,12 +404,17 @@ ModelDescription TensorServable::Describe() const {
   d.name = config_.name;
   d.kind = std::string(ModelKindName(config_.kind));
   d.state = ModelState::kReady;
-  d.version = session_->file_digest();
+  const Variant& active = *variants_[static_cast<size_t>(selector_->active())];
+  d.version = active.session->file_digest();
   d.max_batch_size = static_cast<int>(scheduler_->options().queue.max_batch_size);
   d.inputs = session_->inputs();
   d.outputs = session_->outputs();
-  d.variants = {"default"};
-  d.active_variant = "default";
+  std::vector<std::string> digests, errors;
+  for (const auto& v : variants_) {
+    digests.push_back(v->session ? v->session->file_digest() : "");
+    errors.push_back(v->error);
+  }
+  selector_->Describe(digests, errors, &d);
   return d;
 }
 

@@ -607,6 +607,7 @@ ModelDescription TextEmbeddingServable::Describe() const {
   d.fidelity_floor_recall_at_10 =
       static_cast<double>(options_.precision.min_fidelity_recall_at_10_ppm) / 1e6;
   d.fidelity_floor_waived = options_.precision.allow_below_fidelity_floor;
+  d.top1_agreement_floor = static_cast<double>(options_.precision.min_top1_agreement_ppm) / 1e6;
   d.precision_policy = !controller_ ? "off" : pinned_by_admin_ ? "pinned" : options_.precision.mode;
   d.precision_switches = switches_.load();
   return d;

@@ -132,7 +132,7 @@ class TextEmbeddingServable final : public Servable {
   int64_t queued_rows() const override { return scheduler_->queued_rows(); }
   // Pins the variant for requests that pin none (admin), disabling the controller until
   // `name` is empty again. InvalidArgument naming the variants if unknown.
-  Status SetActiveVariant(const std::string& name);
+  Status SetActiveVariant(const std::string& name) override;
 
  private:
   struct Variant {

@@ -20,6 +20,16 @@ Status CheckInterchangeable(const VariantConfig& variant, const PrecisionPolicy&
         "' is not batch-invariant (its vectors depend on their batch-mates)");
   }
   if (policy.allow_below_fidelity_floor) return Status::Ok();
+  if (variant.top1_agreement) {  // A classifier: its users read classes, not vectors.
+    const double floor = static_cast<double>(policy.min_top1_agreement_ppm) / 1e6;
+    if (*variant.top1_agreement < floor) {
+      return Status::FailedPrecondition("variant '" + variant.name +
+                                        "' agrees with fp32's top-1 on " +
+                                        Figure(*variant.top1_agreement) +
+                                        " of the check images, under the floor " + Figure(floor));
+    }
+    return Status::Ok();
+  }
   const double min_cosine = static_cast<double>(policy.min_fidelity_cosine_ppm) / 1e6;
   const double min_recall = static_cast<double>(policy.min_fidelity_recall_at_10_ppm) / 1e6;
   if (!variant.fidelity_min_cosine || !variant.fidelity_recall_at_10) {
@@ -98,6 +108,8 @@ VariantDescription DescribeVariant(const VariantConfig& variant, bool loaded, st
   d.fidelity_min_cosine = variant.fidelity_min_cosine;
   d.fidelity_recall_at_10 = variant.fidelity_recall_at_10;
   d.perplexity = variant.perplexity;
+  d.top1_agreement = variant.top1_agreement;
+  d.top1_accuracy = variant.top1_accuracy;
   d.interchangeable = eligibility.ok();
   if (!eligibility.ok()) d.not_interchangeable_reason = eligibility.message();
   return d;

@@ -6,6 +6,9 @@
 //     quantization fails this: its activation scale comes from the whole batch), and
 //   - measured fidelity to fp32 (model.yaml's fidelity_min_cosine / fidelity_recall_at_10,
 //     written by tools/quantize_model.py on a fixed check set) at or above the policy's floor.
+// A classifier's users read its classes, so a variant with a measured top1_agreement (the
+// share of check images whose top-1 equals fp32's, tools/quantize_image_model.py) is held to
+// the top-1 floor (min_top1_agreement_ppm) instead of the vector one.
 // The operator may waive the fidelity floor (allow_below_fidelity_floor), never batch
 // invariance. A variant that fails is still served when a request pins it.
 //

@@ -484,7 +484,9 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
             ReadScalar(v, "precision", file, &variant.precision),
             ReadScalar(v, "batch_invariant", file, &variant.batch_invariant),
             ReadFidelity(v, "fidelity_min_cosine", where, -1.0, &variant.fidelity_min_cosine),
-            ReadFidelity(v, "fidelity_recall_at_10", where, 0.0, &variant.fidelity_recall_at_10)}) {
+            ReadFidelity(v, "fidelity_recall_at_10", where, 0.0, &variant.fidelity_recall_at_10),
+            ReadFidelity(v, "top1_agreement", where, 0.0, &variant.top1_agreement),
+            ReadFidelity(v, "top1_accuracy", where, 0.0, &variant.top1_accuracy)}) {
         if (!st.ok()) return st;
       }
       if (variant.name.empty() || vfile.empty()) {

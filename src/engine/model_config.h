@@ -119,6 +119,12 @@ struct VariantConfig {
   // measured.
   std::optional<double> fidelity_min_cosine;
   std::optional<double> fidelity_recall_at_10;
+  // Classifiers (tools/quantize_image_model.py): the share of a fixed set of check images
+  // whose top-1 class equals the reference variant's, and the share of labelled images whose
+  // label is the variant's top-1; unset = never measured. A variant with a measured
+  // top1_agreement is held to the top-1 floor instead of the vector one.
+  std::optional<double> top1_agreement;
+  std::optional<double> top1_accuracy;
 };
 enum class Pooling { kNone, kMean, kCls };
 

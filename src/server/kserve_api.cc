@@ -695,6 +695,13 @@ void HandleInfer(ApiContext& ctx, const HttpExchangePtr& exchange) {
   }
   req.outputs = std::move(outputs).value();
   req.classifications = std::move(classifications).value();
+  if (auto params = body->find("parameters"); params != body->end()) {  // An object (above).
+    auto precision = ReadOptionalString(*params, "precision");
+    if (!precision.ok()) {
+      return ctx.FinishError(exchange, kInferRoute, model, precision.status(), ErrorStyle::kKServe);
+    }
+    req.precision = precision->value_or("");
+  }
   req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline_micros;
   req.timings.parse_micros = ctx.clock().NowMicros() - parse_start;

@@ -22,6 +22,8 @@ nlohmann::json PrecisionJson(const ModelDescription& d) {
                            {"fidelity_recall_at_10", optional(v.fidelity_recall_at_10)},
                            {"interchangeable", v.interchangeable}};
     if (v.perplexity) item["perplexity"] = *v.perplexity;
+    if (v.top1_agreement) item["top1_agreement"] = *v.top1_agreement;
+    if (v.top1_accuracy) item["top1_accuracy"] = *v.top1_accuracy;
     if (!v.not_interchangeable_reason.empty()) {
       item["why_not_interchangeable"] = v.not_interchangeable_reason;
     }
@@ -37,6 +39,7 @@ nlohmann::json PrecisionJson(const ModelDescription& d) {
            {{"min_cosine", d.fidelity_floor_min_cosine},
             {"recall_at_10", d.fidelity_floor_recall_at_10},
             {"waived", d.fidelity_floor_waived}}},
+          {"top1_agreement_floor", d.top1_agreement_floor},
           {"variants", std::move(variants)}};
 }
 

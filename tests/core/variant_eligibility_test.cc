@@ -57,6 +57,23 @@ TEST_F(VariantEligibilityTest, UnmeasuredVariantNeedsTheOptIn) {
   EXPECT_TRUE(CheckInterchangeable(v, policy_).ok());
 }
 
+TEST_F(VariantEligibilityTest, AClassifierIsHeldToTheTop1FloorNotTheVectorOne) {
+  // No cosine or recall measured (a classifier's users read classes): the top-1 agreement
+  // with fp32 decides, against min_top1_agreement_ppm (0.98).
+  VariantConfig v = Variant("int8-static", "int8", true, std::nullopt, std::nullopt);
+  v.top1_agreement = 0.986;
+  EXPECT_TRUE(CheckInterchangeable(v, policy_).ok());
+  v.top1_agreement = 0.97;
+  Status s = CheckInterchangeable(v, policy_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("top-1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("0.97"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("0.98"), std::string::npos) << s.message();
+  v.batch_invariant = false;  // Batch invariance still comes first.
+  v.top1_agreement = 1.0;
+  EXPECT_FALSE(CheckInterchangeable(v, policy_).ok());
+}
+
 TEST_F(VariantEligibilityTest, AliasPicksTheFirstInterchangeableVariantOfThatPrecision) {
   std::string why;
   EXPECT_EQ(SelectFastVariant(variants_, loaded_, 0, policy_, &why), 3);

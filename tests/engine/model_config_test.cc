@@ -189,6 +189,24 @@ TEST(ModelConfigTest, VariantsCarryBatchInvarianceAndFidelity) {
   // Unstated means unknown: not batch-invariant, no measured fidelity.
   EXPECT_FALSE(c->variants[2].batch_invariant);
   EXPECT_FALSE(c->variants[2].fidelity_min_cosine.has_value());
+  EXPECT_FALSE(c->variants[2].top1_agreement.has_value());
+
+  // A classifier's variants: top-1 agreement with fp32 and top-1 accuracy on labelled images.
+  std::ofstream(dir / "model.yaml")
+      << head
+      << "  - {name: q, file: q.onnx, precision: int8, batch_invariant: true,"
+         " top1_accuracy: 0.9, top1_agreement: 0.9861}\n";
+  c = LoadModelConfig(dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(*c->variants[1].top1_agreement, 0.9861);
+  EXPECT_DOUBLE_EQ(*c->variants[1].top1_accuracy, 0.9);
+  std::ofstream(dir / "model.yaml")
+      << head << "  - {name: q, file: q.onnx, precision: int8, top1_agreement: 2}\n";
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'top1_agreement' must be between 0 and 1"),
+            std::string::npos)
+      << c.status().message();
 
   std::ofstream(dir / "model.yaml")
       << head << "  - {name: q, file: q.onnx, precision: int8, fidelity_recall_at_10: 1.5}\n";

@@ -7,6 +7,7 @@ temple and a flower, shipped in its wheel)."""
 from __future__ import annotations
 
 import io
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,12 +20,11 @@ import tritonclient.http as thttp
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
-from conftest import REPO_ROOT, TailcutServer, make_model_repository, require_file, scrape, value
+from conftest import (REPO_ROOT, TailcutServer, make_model_repository, require_file, scrape, value,
+                      wait_until)
 
 MODEL = "efficientnet-lite0"
 MODEL_DIR = REPO_ROOT / "models" / MODEL
-# TensorFlow's EfficientNet-Lite normalisation (model.yaml): (x / 255 - 127 / 255) / (128 / 255).
-MEAN, STD = 127.0 / 255.0, 128.0 / 255.0
 
 
 def sample_photo(name: str) -> bytes:
@@ -33,17 +33,14 @@ def sample_photo(name: str) -> bytes:
 
 
 def pillow_input(encoded: bytes) -> np.ndarray:
-    """The model's input as the reference (Pillow) preprocessing makes it: shorter side 256
-    (bicubic), centre crop 224, normalised, NCHW."""
-    img = Image.open(io.BytesIO(encoded)).convert("RGB")
-    w, h = img.size
-    s = 256 / min(w, h)
-    img = img.resize((int(w * s) if w > h else 256, int(h * s) if h > w else 256), Image.BICUBIC)
-    w, h = img.size
-    left, top = round((w - 224) / 2), round((h - 224) / 2)
-    img = img.crop((left, top, left + 224, top + 224))
-    x = (np.asarray(img, dtype=np.float32) / 255.0 - MEAN) / STD
-    return x.transpose(2, 0, 1)[None].astype(np.float32)
+    """The model's input as the reference (Pillow) preprocessing makes it (shorter side 256,
+    bicubic; centre crop 224; normalised; NCHW), batch of one: the preprocessing the variants
+    were calibrated and measured with (tools/quantize_image_model.py)."""
+    tools = str(REPO_ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import quantize_image_model
+    return quantize_image_model.preprocess(encoded)[None]
 
 
 @pytest.fixture(scope="module")
@@ -248,3 +245,97 @@ def test_a_flood_of_photos_gets_right_answers_or_429(tmp_path_factory, tailcut_b
         assert refused, "a burst of 288 photos against a 30 ms queue bound refused none"
         assert "overloaded" in refused[0], refused[0]
         assert server.alive()
+
+
+# Precision variants (tools/quantize_image_model.py, run by set-up): FP16 and static INT8 beside
+# FP32, each pinned by the KServe parameter "precision" or chosen by the controller, and every
+# answer naming the variant that computed it.
+VARIANTS = {"fp32": "fp32", "fp16": "fp16", "int8": "int8-static"}
+
+
+def test_each_precision_variant_classifies_the_photos_and_names_itself(client, server):
+    photos = [sample_photo("china.jpg"), sample_photo("flower.jpg")]
+    g = tgrpc.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    for precision, name in VARIANTS.items():
+        r = client.infer(MODEL, [jpeg_input(photos)], parameters={"precision": precision},
+                         outputs=[thttp.InferRequestedOutput("logits", class_count=1)])
+        assert [row[0] for row in top_labels(r)] == ["palace", "daisy"], (precision, top_labels(r))
+        assert r.get_response()["parameters"]["variant"] == name
+        inp = tgrpc.InferInput("input", [1], "BYTES")
+        inp.set_data_from_numpy(np.array([photos[1]], dtype=object))
+        gr = g.infer(MODEL, [inp], parameters={"precision": name},
+                     outputs=[tgrpc.InferRequestedOutput("logits", class_count=1)])
+        assert gr.as_numpy("logits")[0][0].decode().endswith(":daisy")
+        assert gr.get_response().parameters["variant"].string_param == name
+    # Unpinned requests run on the active variant: fp32 on an idle server.
+    r = client.infer(MODEL, [jpeg_input(photos[:1])])
+    assert r.get_response()["parameters"]["variant"] == "fp32"
+
+
+def test_a_precision_the_model_lacks_is_a_400_naming_those_it_has(server):
+    tensor = {"name": "input", "datatype": "FP32", "shape": [1, 3, 224, 224],
+              "data": pillow_input(sample_photo("flower.jpg")).reshape(-1).tolist()}
+    errors = {}
+    for precision in ("int4", 8):
+        r = requests.post(f"{server.base_url}/v2/models/{MODEL}/infer", timeout=60,
+                          json={"inputs": [tensor], "parameters": {"precision": precision}})
+        assert r.status_code == 400, r.text
+        errors[precision] = r.json()["error"]
+    assert "'int4'" in errors["int4"], errors
+    assert all(name in errors["int4"] for name in VARIANTS.values()), errors
+    assert "precision" in errors[8], errors
+    assert server.alive()
+
+
+def test_the_model_describes_its_variants_with_their_measured_top1(server):
+    p = requests.get(f"{server.base_url}/v2/models/{MODEL}", timeout=30).json()["precision"]
+    by_name = {v["name"]: v for v in p["variants"]}
+    assert set(by_name) == set(VARIANTS.values())
+    assert by_name["fp32"]["top1_agreement"] == 1.0
+    for v in by_name.values():
+        assert v["loaded"] and v["batch_invariant"] and 0.5 <= v["top1_accuracy"] <= 1.0, v
+    # The default floor (0.98) admits int8-static, measured at 71 of 72 check photos.
+    assert by_name["int8-static"]["top1_agreement"] >= p["top1_agreement_floor"]
+    assert by_name["int8-static"]["interchangeable"], by_name["int8-static"]
+    # The tests' servers run with the controller off (conftest); the next test turns it on.
+    assert p["policy"] == "off" and p["active_variant"] == "fp32"
+
+
+def test_the_controller_moves_unpinned_photos_to_int8_under_load(tmp_path_factory, tailcut_bin):
+    # An SLO of 2 ms that any load crosses: the controller moves unpinned requests to the
+    # INT8 variant, every answer still right and naming its variant; an administrator's pin
+    # brings FP32 back at once.
+    repo = make_model_repository(tmp_path_factory.mktemp("variant-models"), include_default=False)
+    (repo / MODEL).symlink_to(MODEL_DIR, target_is_directory=True)
+    photos = {"china.jpg": "palace", "flower.jpg": "daisy"}
+    tensors = {n: pillow_input(sample_photo(n)) for n in photos}
+    args = ["--precision.mode", "slo", "--precision.slo_p99_millis", "2", "--precision.min_samples", "10",
+            "--precision.min_dwell_millis", "500", "--precision.interval_millis", "100",
+            "--precision.window_seconds", "2", "--auth.admin_keys", "root"]
+    with TailcutServer(model_repository=repo, name="image-variants", args=args,
+                       log_dir=tmp_path_factory.mktemp("logs")) as server:
+        c = thttp.InferenceServerClient(f"127.0.0.1:{server.port}", network_timeout=60)
+        served: list[tuple[str, bool]] = []
+
+        def one(i: int) -> str:
+            name = sorted(photos)[i % 2]
+            tensor = thttp.InferInput("input", [1, 3, 224, 224], "FP32")
+            tensor.set_data_from_numpy(tensors[name])
+            r = c.infer(MODEL, [tensor], outputs=[thttp.InferRequestedOutput("logits", class_count=1)])
+            served.append((r.get_response()["parameters"]["variant"], top_labels(r)[0][0] == photos[name]))
+            return served[-1][0]
+
+        p = requests.get(f"{server.base_url}/v2/models/{MODEL}", timeout=30).json()["precision"]
+        assert p["controller"] == "slo: fp32 <-> int8-static", p
+        counter = iter(range(10**6))
+        wait_until(lambda: one(next(counter)) == "int8-static", timeout=60, interval=0,
+                   what="an unpinned photo answered by int8-static")
+        assert all(right for _, right in served), served
+        assert {v for v, _ in served} <= {"fp32", "int8-static"}, served
+        assert value(scrape(server), "tailcut_precision_switches_total", model=MODEL,
+                     to="int8-static") >= 1
+        r = requests.put(f"{server.base_url}/admin/models/{MODEL}/precision", timeout=30,
+                         json={"variant": "fp32"}, headers={"Authorization": "Bearer root"})
+        assert r.status_code == 200 and r.json()["active_variant"] == "fp32", r.text
+        assert one(0) == "fp32"
+        assert "serving variant 'int8-static'" in server.log_text()

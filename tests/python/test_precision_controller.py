@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import EmbeddingLoad, cosine_rows, model_dir, parse_prometheus, value, wait_until
+from conftest import (DEFAULT_MODEL_NAME, EmbeddingLoad, cosine_rows, model_dir, parse_prometheus,
+                      value, wait_until)
 
 
 def variants_available() -> set[str]:
@@ -55,7 +56,7 @@ def test_switches_to_int8_under_load_and_back_without_failures(start_server, nee
     wait_until(lambda: switches(s, "fp32") >= 1, timeout=60, what="the switch back to fp32")
     assert s.get("/v2/models/default").json()["precision"]["active_variant"] == "fp32"
     fams = parse_prometheus(s.metrics())
-    assert value(fams, "tailcut_precision_active", variant="fp32") == 1
+    assert value(fams, "tailcut_precision_active", model=DEFAULT_MODEL_NAME, variant="fp32") == 1
     assert "serving variant 'int8" in s.log_text()
 
 

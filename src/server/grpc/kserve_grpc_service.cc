@@ -697,6 +697,9 @@ void KServeGrpcService::RunInfer(InferCall* call, const inference::ModelInferReq
   }
   req.outputs = std::move(outputs);
   req.classifications = std::move(classifications);
+  auto precision = StringParameter(request.parameters(), "precision");
+  if (!precision.ok()) return fail(precision.status(), model);
+  req.precision = precision->value_or("");
   req.received_micros = call->received_micros();
   req.deadline_micros = deadline;
   req.cancellation = call->cancellation();
