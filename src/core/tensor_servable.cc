@@ -183,28 +183,19 @@ Status TensorServable::SetActiveVariant(const std::string& name) {
 void TensorServable::ControllerLoop() {
   int64_t last_busy = busy_micros_.load();
   int64_t last_tick = clock_.NowMicros();
-  const int64_t workers = std::max(1, scheduler_->options().num_workers);
+  const int workers = scheduler_->options().num_workers;
   std::unique_lock<std::mutex> lock(controller_mutex_);
   while (!controller_wake_.wait_for(lock,
                                     std::chrono::microseconds(options_.precision_interval_micros),
                                     [this] { return controller_stop_; })) {
     const int64_t now = clock_.NowMicros();
     const int64_t busy = busy_micros_.load();
-    LoadSignals s;
-    // Busy time is summed over the workers, so an interval's capacity is wall x workers.
-    const int64_t wall = std::max<int64_t>(1, now - last_tick) * workers;
-    s.utilization =
-        std::min(1.0, static_cast<double>(busy - last_busy) / static_cast<double>(wall));
+    const LoadSignals s =
+        MeasureLoad(latency_, busy - last_busy, now - last_tick, workers,
+                    variants_[static_cast<size_t>(selector_->accurate())]->nanos_per_row.load(),
+                    variants_[static_cast<size_t>(selector_->fast())]->nanos_per_row.load());
     last_busy = busy;
     last_tick = now;
-    s.request_rate_per_s = latency_.RatePerSecond();
-    s.p99_micros = latency_.PercentileMicros(0.99);
-    s.samples = latency_.Count();
-    ReadSystemMemory(&s.memory_used_fraction, &s.memory_free_bytes);
-    const int64_t accurate =
-        variants_[static_cast<size_t>(selector_->accurate())]->nanos_per_row.load();
-    const int64_t fast = variants_[static_cast<size_t>(selector_->fast())]->nanos_per_row.load();
-    if (accurate > 0 && fast > 0) s.accurate_slowdown = static_cast<double>(accurate) / fast;
     selector_->Tick(s);
   }
 }

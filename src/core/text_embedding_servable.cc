@@ -50,57 +50,15 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
     }
     s->variants_.push_back(std::move(v));
   }
-  int active = s->FindVariant(config.default_variant);
-  if (active < 0) {
-    for (size_t i = 0; i < s->variants_.size(); ++i) {
-      if (s->variants_[i]->model) {
-        active = static_cast<int>(i);
-        break;
-      }
-    }
-  }
-  if (active < 0) return first_error;
-  if (config.variants[static_cast<size_t>(active)].name != config.default_variant) {
-    spdlog::warn("model '{}': default variant '{}' is unavailable; serving '{}'", config.name,
-                 config.default_variant, config.variants[static_cast<size_t>(active)].name);
-  }
-  s->active_variant_ = active;
-  for (size_t i = 0; i < s->variants_.size(); ++i) {
-    metrics.precision_active->WithLabels({config.name, s->variants_[i]->config.name})
-        .Set(static_cast<int>(i) == active ? 1 : 0);
-  }
-
-  // The controller moves between two loaded variants, the fast one interchangeable with the
-  // accurate one (variant_eligibility.h); without both it stays off and says why.
-  if (options.precision.mode == "off") {
-    s->controller_note_ = "off by configuration (precision.mode off)";
-  } else {
-    s->accurate_variant_ = s->FindVariant(options.precision.accurate_variant);
-    std::vector<bool> loaded;
-    for (const auto& v : s->variants_) loaded.push_back(v->model != nullptr);
-    std::string why;
-    s->fast_variant_ = s->accurate_variant_ < 0
-                           ? -1
-                           : SelectFastVariant(config.variants, loaded, s->accurate_variant_,
-                                               options.precision, &why);
-    if (s->accurate_variant_ < 0) {
-      s->controller_note_ = "off: no loaded variant matches accurate_variant '" +
-                            options.precision.accurate_variant + "'";
-    } else if (s->fast_variant_ < 0) {
-      s->controller_note_ = "off: no fast variant is interchangeable with '" +
-                            config.variants[static_cast<size_t>(s->accurate_variant_)].name +
-                            "' (" + why + ")";
-    } else {
-      s->controller_ = std::make_unique<PrecisionController>(options.precision, clock);
-      s->SetActive(s->accurate_variant_, "controller start: accurate variant");
-      s->controller_note_ = options.precision.mode + ": " +
-                            config.variants[static_cast<size_t>(s->accurate_variant_)].name +
-                            " <-> " + config.variants[static_cast<size_t>(s->fast_variant_)].name;
-    }
-    if (!s->controller_) {
-      spdlog::warn("model '{}': precision controller {}", config.name, s->controller_note_);
-    }
-  }
+  // The choice of variant (request pins, the controller, admin pins) is the selector's; the
+  // controller moves only between two loaded, interchangeable variants (variant_eligibility.h)
+  // and otherwise stays off and says why.
+  std::vector<bool> loaded;
+  for (const auto& v : s->variants_) loaded.push_back(v->model != nullptr);
+  auto selector = VariantSelector::Create(config, loaded, options.precision, metrics, clock);
+  if (!selector.ok()) return first_error.ok() ? selector.status() : first_error;
+  s->selector_ = std::move(selector).value();
+  const int active = s->selector_->active();
 
   BatchSchedulerOptions scheduler = options.scheduler;
   scheduler.max_queue_delay_micros = options.max_queue_delay_micros;
@@ -123,7 +81,7 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
                                      loaded);
                       });
   }
-  if (s->controller_ || s->tracker_) {
+  if (s->selector_->has_controller() || s->tracker_) {
     s->background_thread_ = std::thread([self] { self->BackgroundLoop(); });
   }
   return s;
@@ -147,63 +105,20 @@ void TextEmbeddingServable::Stop(bool drain) {
   if (scheduler_) scheduler_->Stop(drain);
 }
 
-int TextEmbeddingServable::FindVariant(const std::string& key) const {
-  for (size_t i = 0; i < variants_.size(); ++i) {
-    if (variants_[i]->model && variants_[i]->config.name == key) return static_cast<int>(i);
-  }
-  // A precision alias picks the first loaded variant of that precision (listed best first).
-  for (size_t i = 0; i < variants_.size(); ++i) {
-    if (variants_[i]->model && variants_[i]->config.precision == key) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-Result<int> TextEmbeddingServable::ChooseVariant(const std::string& precision) const {
-  if (precision.empty()) return active_variant_.load(std::memory_order_relaxed);
-  const int found = FindVariant(precision);
-  if (found >= 0) return found;
-  std::string names;
-  for (const auto& v : variants_) {
-    if (!v->model) continue;
-    names += (names.empty() ? "" : ", ") + v->config.name + " (" + v->config.precision + ")";
-  }
-  return Status::InvalidArgument("model '" + config_.name + "' has no precision variant '" +
-                                 precision + "'; available: " + names);
-}
-
 Status TextEmbeddingServable::SetActiveVariant(const std::string& name) {
-  if (name.empty()) {
-    pinned_by_admin_ = false;
-    return Status::Ok();
-  }
-  auto index = ChooseVariant(name);
-  if (!index.ok()) return index.status();
-  pinned_by_admin_ = true;
-  SetActive(*index, "pinned by an administrator");
-  return Status::Ok();
-}
-
-void TextEmbeddingServable::SetActive(int index, const std::string& reason) {
-  const int before = active_variant_.exchange(index);
-  if (before == index) return;
-  const std::string& from = variants_[static_cast<size_t>(before)]->config.name;
-  const std::string& to = variants_[static_cast<size_t>(index)]->config.name;
-  ++switches_;
-  metrics_.precision_switches->WithLabels({config_.name, to}).Inc();
-  metrics_.precision_active->WithLabels({config_.name, from}).Set(0);
-  metrics_.precision_active->WithLabels({config_.name, to}).Set(1);
-  spdlog::info("model '{}': serving variant '{}' instead of '{}' ({})", config_.name, to, from,
-               reason);
+  return selector_->Pin(name);
 }
 
 void TextEmbeddingServable::BackgroundLoop() {
   int64_t last_busy = busy_micros_.load();
   int64_t last_tick = clock_.NowMicros();
   const int64_t far = std::numeric_limits<int64_t>::max();
-  int64_t next_control = controller_ ? last_tick + options_.precision_interval_micros : far;
+  int64_t next_control =
+      selector_->has_controller() ? last_tick + options_.precision_interval_micros : far;
   const int64_t bucket = options_.warmup_tracker.bucket_micros;
   int64_t next_warmup = tracker_ ? (last_tick / bucket + 1) * bucket + bucket / 10 : far;
-  const bool backfills = controller_ && cache_ && options_.reference_backfill_rows_per_round > 0;
+  const bool backfills =
+      selector_->has_controller() && cache_ && options_.reference_backfill_rows_per_round > 0;
   int64_t next_backfill = backfills ? last_tick + options_.reference_backfill_interval_micros : far;
   int64_t backfill_busy = busy_micros_.load(), backfill_tick = last_tick;
   std::unique_lock<std::mutex> lock(controller_mutex_);
@@ -271,7 +186,7 @@ void TextEmbeddingServable::RememberForBackfill(std::vector<BackfillEntry> entri
 void TextEmbeddingServable::BackfillRound(int64_t busy_micros, int64_t interval_micros) {
   // Only in idle time: the reference rows are for later requests, never at the cost of a
   // client's latency now.
-  if (accurate_variant_ < 0 || scheduler_->queued_rows() > 0 ||
+  if (selector_->accurate() < 0 || scheduler_->queued_rows() > 0 ||
       100 * busy_micros >= options_.reference_backfill_below_utilization_percent *
                                std::max<int64_t>(1, interval_micros) * Workers()) {
     return;
@@ -289,7 +204,7 @@ void TextEmbeddingServable::BackfillRound(int64_t busy_micros, int64_t interval_
     // Filled meanwhile (an fp32 computation of the same input): a lookup, not a place in
     // the round.
     if (cache_->l1() && cache_->l1()->Contains(e.key)) continue;
-    if (ScheduleCacheFill(e.ids, e.key, accurate_variant_, e.normalize).ok()) ++filled;
+    if (ScheduleCacheFill(e.ids, e.key, selector_->accurate(), e.normalize).ok()) ++filled;
   }
   if (filled) metrics_.warmup->WithLabels({config_.name, "reference_backfill"}).Inc(filled);
 }
@@ -300,7 +215,7 @@ size_t TextEmbeddingServable::ReferenceRowsOwed() {
 }
 
 void TextEmbeddingServable::WarmupRound() {
-  const Variant& active = *variants_[static_cast<size_t>(active_variant_.load())];
+  const Variant& active = *variants_[static_cast<size_t>(selector_->active())];
   const size_t dims = static_cast<size_t>(active.model->dimensions());
   auto predictions = tracker_->PredictHot(options_.warmup_max_keys,
                                           static_cast<double>(options_.warmup_min_forecast));
@@ -343,25 +258,14 @@ void TextEmbeddingServable::WarmupRound() {
 void TextEmbeddingServable::ControllerTick(int64_t* last_busy, int64_t* last_tick) {
   const int64_t now = clock_.NowMicros();
   const int64_t busy = busy_micros_.load();
-  LoadSignals s;
-  // Busy time is summed over the workers, so the capacity of an interval is wall x workers.
-  const int64_t wall = std::max<int64_t>(1, now - *last_tick) * Workers();
-  s.utilization = std::min(1.0, static_cast<double>(busy - *last_busy) / static_cast<double>(wall));
+  LoadSignals s =
+      MeasureLoad(latency_, busy - *last_busy, now - *last_tick, Workers(),
+                  variants_[static_cast<size_t>(selector_->accurate())]->nanos_per_token.load(),
+                  variants_[static_cast<size_t>(selector_->fast())]->nanos_per_token.load());
   *last_busy = busy;
   *last_tick = now;
-  s.request_rate_per_s = latency_.RatePerSecond();
-  s.p99_micros = latency_.PercentileMicros(0.99);
-  s.samples = latency_.Count();
-  ReadSystemMemory(&s.memory_used_fraction, &s.memory_free_bytes);
-  const int64_t accurate = variants_[static_cast<size_t>(accurate_variant_)]->nanos_per_token.load();
-  const int64_t fast = variants_[static_cast<size_t>(fast_variant_)]->nanos_per_token.load();
-  if (accurate > 0 && fast > 0) s.accurate_slowdown = static_cast<double>(accurate) / fast;
   s.reference_rows_owed = static_cast<int64_t>(ReferenceRowsOwed());
-  if (pinned_by_admin_) return;
-  if (controller_->Update(s)) {
-    SetActive(controller_->on_fast() ? fast_variant_ : accurate_variant_,
-              controller_->last_reason());
-  }
+  selector_->Tick(s);
 }
 
 void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
@@ -376,7 +280,7 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
                                         " inputs; the limit is " +
                                         std::to_string(options_.max_inputs_per_request)));
   }
-  auto variant = ChooseVariant(request.precision);
+  auto variant = selector_->Choose(request.precision);
   if (!variant.ok()) return done(variant.status());
   const Variant& v = *variants_[static_cast<size_t>(*variant)];
   const TextEmbeddingModel& model = *v.model;
@@ -390,8 +294,8 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   EmbedResult result;
   result.model = config_.name;
   result.variant = v.config.name;
-  if (accurate_variant_ >= 0) {
-    result.reference_variant = variants_[static_cast<size_t>(accurate_variant_)]->config.name;
+  if (selector_->accurate() >= 0) {
+    result.reference_variant = variants_[static_cast<size_t>(selector_->accurate())]->config.name;
   }
   result.dimensions = model.dimensions();
   result.token_counts.resize(n);
@@ -452,9 +356,9 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   // Once the controller is back, lookups use the accurate key alone, so a fast variant's row
   // never answers an unpinned request then.
   std::optional<CacheNamespace> reference_ns;
-  if (request.precision.empty() && variant_index == fast_variant_ && accurate_variant_ >= 0 &&
-      !pinned_by_admin_.load(std::memory_order_relaxed)) {
-    const Variant& ref = *variants_[static_cast<size_t>(accurate_variant_)];
+  if (request.precision.empty() && variant_index == selector_->fast() &&
+      selector_->accurate() >= 0 && !selector_->pinned()) {
+    const Variant& ref = *variants_[static_cast<size_t>(selector_->accurate())];
     reference_ns = CacheNamespace{config_.name, ref.config.name, ref.model->session().file_digest(),
                                   readout_, normalize};
   }
@@ -577,7 +481,7 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
 }
 
 ModelDescription TextEmbeddingServable::Describe() const {
-  const Variant& active = *variants_[static_cast<size_t>(active_variant_.load())];
+  const Variant& active = *variants_[static_cast<size_t>(selector_->active())];
   const TextEmbeddingModel& model = *active.model;
   ModelDescription d;
   d.name = config_.name;
@@ -589,27 +493,12 @@ ModelDescription TextEmbeddingServable::Describe() const {
   d.max_batch_size = static_cast<int>(scheduler_->options().queue.max_batch_size);
   d.inputs = model.session().inputs();
   d.outputs = model.session().outputs();
-  for (size_t i = 0; i < variants_.size(); ++i) {
-    const Variant& v = *variants_[i];
-    if (v.model) d.variants.push_back(v.config.name);
-    const bool reference =
-        static_cast<int>(i) == accurate_variant_ || v.config.name == config_.default_variant;
-    VariantDescription vd = DescribeVariant(
-        v.config, v.model != nullptr, v.error, v.model ? v.model->session().file_digest() : "",
-        reference ? Status::Ok() : CheckInterchangeable(v.config, options_.precision));
-    d.variant_details.push_back(std::move(vd));
+  std::vector<std::string> digests, errors;
+  for (const auto& v : variants_) {
+    digests.push_back(v->model ? v->model->session().file_digest() : "");
+    errors.push_back(v->error);
   }
-  d.active_variant = active.config.name;
-  d.default_variant = config_.default_variant;
-  d.precision_controller = controller_note_;
-  d.fidelity_floor_min_cosine =
-      static_cast<double>(options_.precision.min_fidelity_cosine_ppm) / 1e6;
-  d.fidelity_floor_recall_at_10 =
-      static_cast<double>(options_.precision.min_fidelity_recall_at_10_ppm) / 1e6;
-  d.fidelity_floor_waived = options_.precision.allow_below_fidelity_floor;
-  d.top1_agreement_floor = static_cast<double>(options_.precision.min_top1_agreement_ppm) / 1e6;
-  d.precision_policy = !controller_ ? "off" : pinned_by_admin_ ? "pinned" : options_.precision.mode;
-  d.precision_switches = switches_.load();
+  selector_->Describe(digests, errors, &d);
   return d;
 }
 

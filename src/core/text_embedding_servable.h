@@ -40,6 +40,7 @@
 #include "core/precision_controller.h"
 #include "core/servable.h"
 #include "core/servable_metrics.h"
+#include "core/variant_selector.h"
 #include "engine/model_config.h"
 #include "engine/text_embedding_model.h"
 
@@ -149,14 +150,9 @@ class TextEmbeddingServable final : public Servable {
                         const ServableMetrics& metrics, const Clock& clock);
   void ProcessBatch(Batch&& batch);
   // Queues items the model must compute (the cache's schedule step).
-  Status ScheduleItems(const std::shared_ptr<EmbedJob>& job, int variant, bool normalize,
-                       int64_t deadline,
-                       std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>>&&
-                           items);
-  // Index of the variant a request runs on (the pin, else the active one), or an error
-  // naming the available variants.
-  Result<int> ChooseVariant(const std::string& precision) const;
-  int FindVariant(const std::string& name_or_precision) const;  // -1 if none loaded.
+  Status ScheduleItems(
+      const std::shared_ptr<EmbedJob>& job, int variant, bool normalize, int64_t deadline,
+      std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>>&& items);
   // The background thread: precision controller ticks and warm-up rounds, each when due.
   void BackgroundLoop();
   void ControllerTick(int64_t* last_busy, int64_t* last_tick);
@@ -182,7 +178,6 @@ class TextEmbeddingServable final : public Servable {
   // At start-up: fills L1 with the entries the previous process persisted as hot.
   void LoadPersistedHotSet();
   std::string HotSetKey() const;
-  void SetActive(int index, const std::string& reason);
 
   const ModelConfig config_;
   const TextServableOptions options_;
@@ -192,19 +187,13 @@ class TextEmbeddingServable final : public Servable {
   uint32_t cache_tag_ = 0;
   std::string readout_;  // The model.yaml settings that shape vectors, for cache keys.
   std::vector<std::unique_ptr<Variant>> variants_;
-  std::atomic<int> active_variant_{0};
-  std::atomic<bool> pinned_by_admin_{false};
-  int accurate_variant_ = -1;  // Controller's two ends; -1 when it has none to move between.
-  int fast_variant_ = -1;
-  std::string controller_note_;  // What the controller does, or why it is off (Describe()).
-  std::unique_ptr<PrecisionController> controller_;
+  // Which variant serves (pins, the precision controller); its accurate() / fast() ends
+  // also steer the cache's reference lookups and the backfill.
+  std::unique_ptr<VariantSelector> selector_;
   std::unique_ptr<HotKeyTracker> tracker_;  // Null when warm-up is off.
   Family<Counter>* warmup_counter_ = nullptr;
   LatencyWindow latency_;
   std::atomic<int64_t> busy_micros_{0};  // Worker time spent in batches, ever.
-  std::atomic<int64_t> switches_{0};
-  Family<Counter>* switch_counter_ = nullptr;
-  Family<Gauge>* active_gauge_ = nullptr;
 
   std::mutex backfill_mutex_;  // Guards backfill_ and backfill_keys_.
   std::deque<BackfillEntry> backfill_;

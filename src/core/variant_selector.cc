@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/variant_eligibility.h"
 
 namespace tailcut {
@@ -53,10 +55,13 @@ Result<std::unique_ptr<VariantSelector>> VariantSelector::Create(const ModelConf
     s->SetActive(s->accurate_, "controller start: accurate variant");
     s->note_ = policy.mode + ": " + name(s->accurate_) + " <-> " + name(s->fast_);
   }
-  if (!s->controller_) s->accurate_ = s->fast_ = -1;
-  // Only worth a warning where there was something to move between.
-  if (!s->controller_ && config.variants.size() > 1) {
-    spdlog::warn("model '{}': precision controller {}", config.name, s->note_);
+  if (!s->controller_) {
+    s->accurate_ = s->fast_ = -1;
+    // The operator asked for a controller: say why there is none. A model with one variant
+    // has nothing to move between, and says so only in its description.
+    if (config.variants.size() > 1) {
+      spdlog::warn("model '{}': precision controller {}", config.name, s->note_);
+    }
   }
   return s;
 }
@@ -121,11 +126,12 @@ void VariantSelector::SetActive(int index, const std::string& reason) {
 
 void VariantSelector::Describe(const std::vector<std::string>& digests,
                                const std::vector<std::string>& errors, ModelDescription* d) const {
-  const int reference = accurate_ >= 0 ? accurate_ : Find(config_.default_variant);
   for (size_t i = 0; i < loaded_.size(); ++i) {
     const VariantConfig& v = config_.variants[i];
     if (loaded_[i]) d->variants.push_back(v.name);
-    const bool is_reference = static_cast<int>(i) == reference;
+    // The references: the controller's accurate end, and the variant that defines the
+    // model's outputs (model.yaml default_variant).
+    const bool is_reference = static_cast<int>(i) == accurate_ || v.name == config_.default_variant;
     d->variant_details.push_back(DescribeVariant(
         v, loaded_[i], i < errors.size() ? errors[i] : "", i < digests.size() ? digests[i] : "",
         is_reference ? Status::Ok() : CheckInterchangeable(v, policy_)));
@@ -139,6 +145,21 @@ void VariantSelector::Describe(const std::vector<std::string>& digests,
   d->fidelity_floor_recall_at_10 = static_cast<double>(policy_.min_fidelity_recall_at_10_ppm) / 1e6;
   d->fidelity_floor_waived = policy_.allow_below_fidelity_floor;
   d->top1_agreement_floor = static_cast<double>(policy_.min_top1_agreement_ppm) / 1e6;
+}
+
+LoadSignals MeasureLoad(const LatencyWindow& latency, int64_t busy_micros, int64_t wall_micros,
+                        int workers, int64_t accurate_cost, int64_t fast_cost) {
+  LoadSignals s;
+  const int64_t capacity = std::max<int64_t>(1, wall_micros) * std::max(1, workers);
+  s.utilization = std::min(1.0, static_cast<double>(busy_micros) / static_cast<double>(capacity));
+  s.request_rate_per_s = latency.RatePerSecond();
+  s.p99_micros = latency.PercentileMicros(0.99);
+  s.samples = latency.Count();
+  ReadSystemMemory(&s.memory_used_fraction, &s.memory_free_bytes);
+  if (accurate_cost > 0 && fast_cost > 0) {
+    s.accurate_slowdown = static_cast<double>(accurate_cost) / static_cast<double>(fast_cost);
+  }
+  return s;
 }
 
 }  // namespace tailcut

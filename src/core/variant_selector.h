@@ -6,8 +6,9 @@
 // load signals once per interval (Tick); the selector owns the choice, its metrics
 // (tailcut_precision_active / _switches_total) and what a description says of it.
 //
-// Used by TensorServable. TextEmbeddingServable still keeps the same logic inline (it also
-// drives the reference backfill from the accurate / fast pair); it can move onto this.
+// Used by TextEmbeddingServable and TensorServable (a generative model's variants, whose
+// controller decides by prefill share and per sequence, keep their own:
+// core/generation_precision.h).
 //
 // Thread-safety: Choose(), active(), Pin() and Describe() are safe from any thread; Tick()
 // from one thread at a time (the servable's controller thread).
@@ -22,6 +23,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "core/inference_api.h"
+#include "core/latency_window.h"
 #include "core/precision_controller.h"
 #include "core/servable_metrics.h"
 #include "engine/model_config.h"
@@ -49,6 +51,7 @@ class VariantSelector {
   // One controller evaluation; switches the active variant when the controller says so.
   void Tick(const LoadSignals& signals);
   bool has_controller() const { return controller_ != nullptr; }
+  bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
   int accurate() const { return accurate_; }  // -1 without a controller.
   int fast() const { return fast_; }          // -1 without a controller.
   // Fills the description's variant and precision fields; `digests[i]` is variant i's file
@@ -75,5 +78,12 @@ class VariantSelector {
   std::mutex set_mutex_;  // Serialises switches (controller tick against an admin pin).
   std::unique_ptr<PrecisionController> controller_;
 };
+
+// The load signals an ONNX servable feeds its controller each interval: its workers'
+// utilisation (`busy_micros` summed over `workers` in `wall_micros`), the latency window's
+// P99, rate and count, the machine's memory, and how many times slower the accurate variant
+// runs (its measured cost per unit over the fast one's; either 0 = not run yet, ratio 1).
+LoadSignals MeasureLoad(const LatencyWindow& latency, int64_t busy_micros, int64_t wall_micros,
+                        int workers, int64_t accurate_cost, int64_t fast_cost);
 
 }  // namespace tailcut
