@@ -65,6 +65,7 @@ DEB_PACKAGES=(
   clang libclang-rt-dev llvm  # Sanitizer builds and fuzzers (clang runtimes, llvm-symbolizer).
   libjpeg-dev libpng-dev  # Image decoding for image classifiers (src/image/).
   ccache  # Compiler cache: a second clone (CI's fresh-clone check) rebuilds in seconds.
+  clang-format  # `make format` and clang-format-diff: the project's style (.clang-format).
   python3.11-doc  # Text for INT8 calibration, fidelity checks, tests, workloads (tools/doc_corpus.py).
 )
 missing=()
