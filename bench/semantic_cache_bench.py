@@ -223,10 +223,16 @@ def idle_hits(stream: list[dict], args, tmp: Path) -> dict:
     reworded prompt below hits; the verifier's own scoring is ~20 us a candidate), the first
     --idle-hits first questions of the stream asked once (max_tokens 2), then each again as
     "Please tell me: <question>": new tokens, so the prompt is embedded, then searched and
-    replayed. One request at a time, --idle-gap apart. Per hit: Server-Timing's queue, which
+    replayed, with the queries embedded by the variant the shipped verifier was measured on (as
+    the default configuration does). One request at a time, --idle-gap apart. Per hit: Server-Timing's queue, which
     for an answer from the cache runs from the request's arrival to the cache's decision
     (embedding included), exact rather than a histogram bucket."""
     flags = ["--semantic.enabled", "--semantic.policy", "cosine", "--semantic.min_cosine_per_mille", "500"]
+    # The vector space the shipped verifier was measured in, which the default configuration
+    # embeds queries with (the cosine policy alone would use the model's default variant).
+    variant = json.loads((REPO / "data" / "semantic_verifier.json").read_text()).get("embedding_variant")
+    if variant:
+        flags += ["--semantic.embedding_variant", variant]
     firsts = [r["text"] for r in stream if r["role"] == "first"][: args.idle_hits]
     with Server("idle", flags, args, tmp / "idle.log") as server:
         for text in firsts:

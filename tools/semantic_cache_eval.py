@@ -144,18 +144,24 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def model_file(model_dir: Path) -> Path:
-    """The ONNX file model.yaml names (its `file:` line), default model.onnx."""
+def model_file(model_dir: Path, variant: str = "") -> Path:
+    """The ONNX file model.yaml names (its `file:` line, or with `variant` that variant's
+    `file:`), default model.onnx."""
     yaml = model_dir / "model.yaml"
-    if yaml.is_file():
-        m = re.search(r"^file:\s*(\S+)", yaml.read_text(), re.MULTILINE)
-        if m:
-            return model_dir / m.group(1)
+    text = yaml.read_text() if yaml.is_file() else ""
+    if variant:
+        m = re.search(r"-\s*name:\s*" + re.escape(variant) + r"\s*\n\s*file:\s*(\S+)", text)
+        if not m:
+            raise ValueError(f"--variant {variant}: not a variant in {yaml}")
+        return model_dir / m.group(1)
+    m = re.search(r"^file:\s*(\S+)", text, re.MULTILINE)
+    if m:
+        return model_dir / m.group(1)
     return model_dir / "model.onnx"
 
 
 def semantic_pairs(data: bytes, tailcut: Path, model_dir: Path, cache_dir: Path,
-                   log=print) -> tuple[list[dict], np.ndarray, dict]:
+                   log=print, variant: str = "") -> tuple[list[dict], np.ndarray, dict]:
     """Runs `tailcut semantic-pairs` on `data` (or reuses its cached output): the per-pair
     records and the distinct texts' embeddings. The cache key covers the input, the binary
     and the model, so a rebuilt feature extractor is never served stale features."""
@@ -165,7 +171,7 @@ def semantic_pairs(data: bytes, tailcut: Path, model_dir: Path, cache_dir: Path,
     key = hashlib.sha256()
     key.update(hashlib.sha256(data).digest())
     key.update(file_digest(tailcut).encode())
-    key.update(file_digest(model_file(model_dir)).encode())
+    key.update(file_digest(model_file(model_dir, variant)).encode())
     digest = key.hexdigest()[:24]
     cache_dir.mkdir(parents=True, exist_ok=True)
     features_path = cache_dir / f"{digest}.features.jsonl"
@@ -179,7 +185,7 @@ def semantic_pairs(data: bytes, tailcut: Path, model_dir: Path, cache_dir: Path,
         tmp_features = features_path.with_suffix(".tmp")
         tmp_emb = cache_dir / f"{digest}.embeddings.tmp.npy"
         cmd = [str(tailcut), "semantic-pairs", "-m", str(model_dir), "-o", str(tmp_features),
-               "--embeddings-out", str(tmp_emb)]
+               "--embeddings-out", str(tmp_emb)] + (["--variant", variant] if variant else [])
         log("features: " + " ".join(cmd) + f"  ({data.count(NEWLINE)} pairs on stdin)")
         start, cpu_start = time.monotonic(), os.times()
         proc = subprocess.run(cmd, input=data, stderr=subprocess.PIPE)
@@ -646,6 +652,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tailcut", type=Path, default=default_tailcut(),
                     help="the tailcut binary (default $TAILCUT_BUILD_DIR/tailcut or build/tailcut)")
     ap.add_argument("--model-dir", type=Path, default=default_model_dir())
+    ap.add_argument("--variant", default="",
+                    help="precision variant of the model that embeds the texts (model.yaml's "
+                         "variants, e.g. int8-per-token; default its file); recorded in the "
+                         "weights as embedding_variant, which the server then embeds with")
     ap.add_argument("--cache-dir", type=Path,
                     default=Path.home() / ".cache" / "tailcut" / "semantic-pairs")
     ap.add_argument("--features", default=",".join(DEFAULT_FEATURES),
@@ -688,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     data = read_pairs_bytes(args.pairs, args.limit)
     records, embeddings, meta = semantic_pairs(data, args.tailcut, args.model_dir,
-                                               args.cache_dir, log)
+                                               args.cache_dir, log, args.variant)
     ds = Dataset(data, records, embeddings)
     counts = {s: {"pairs": int(ds.mask(s).sum()), "duplicates": int(ds.y[ds.mask(s)].sum())}
               for s in ("train", "calibration", "test")}
@@ -877,10 +887,13 @@ def main(argv: list[str] | None = None) -> int:
             "splits": counts, "l2": args.l2, "calibration_z": args.calibration_z,
             "thresholds": "chosen on the calibration split; hit_rate and wrong_hit_share "
                           "measured on the test split",
-            "embedding_model": args.model_dir.name + " (fp32, mean pooled, L2-normalised)",
+            "embedding_model": args.model_dir.name + f" ({args.variant or 'fp32'}, mean pooled, "
+                                                     "L2-normalised)",
             "date": _dt.date.today().isoformat(),
         }
         doc = weights_document(model, points, args.default_delta, provenance)
+        if args.variant:
+            doc["embedding_variant"] = args.variant
         # The rule SemanticVerifier::FromJson() applies: some point's measured (test)
         # wrong-hit share must be within the default δ.
         if operating_point_for(points, args.default_delta) is None:

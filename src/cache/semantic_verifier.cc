@@ -445,6 +445,12 @@ Result<SemanticVerifier> SemanticVerifier::FromJson(std::string_view text) {
   }
 
   SemanticVerifier v;
+  if (auto variant = doc.find("embedding_variant"); variant != doc.end()) {
+    if (!variant->is_string() || variant->get<std::string>().empty()) {
+      return Invalid("\"embedding_variant\" must be a non-empty string (a variant's name)");
+    }
+    v.embedding_variant_ = variant->get<std::string>();
+  }
   auto bias = NumberAt(doc, "bias", "");
   if (!bias.ok()) return bias.status();
   v.bias_ = *bias;

@@ -86,7 +86,8 @@ class SemanticVerifier {
   // Parses a weights document (format "tailcut.semantic_verifier/1", see
   // data/semantic_verifier.json). Every listed feature must be one of
   // SemanticPairFeatures::Names(); weights, means and scales must be finite, scales positive;
-  // operating points need thresholds in [0, 1] and shares in [0, 1]. Errors are
+  // operating points need thresholds in [0, 1] and shares in [0, 1]; "embedding_variant", when
+  // present, a non-empty string. Errors are
   // kInvalidArgument naming the field.
   static Result<SemanticVerifier> FromJson(std::string_view json);
   // The shipped document (data/semantic_verifier.json, compiled in at build time).
@@ -111,6 +112,10 @@ class SemanticVerifier {
   }
 
   const std::vector<OperatingPoint>& operating_points() const { return points_; }
+  // The precision variant of the embedding model whose cosines the document was trained and
+  // measured on (its optional "embedding_variant"; empty: the model's default). Its operating
+  // points hold in that vector space only, so the server embeds queries with it.
+  const std::string& embedding_variant() const { return embedding_variant_; }
   // Names of the features the model uses, in document order.
   std::vector<std::string> feature_names() const;
 
@@ -127,6 +132,7 @@ class SemanticVerifier {
   double bias_ = 0;
   double default_max_wrong_hit_share_ = 0;
   std::vector<OperatingPoint> points_;
+  std::string embedding_variant_;
 };
 
 }  // namespace tailcut

@@ -27,6 +27,7 @@ Runner AddSemanticPairsCommand(CLI::App& app);
 // Options shared by the subcommands that load one model.
 struct ModelOptions {
   std::string model_dir;     // Empty = DefaultModelDir().
+  std::string variant;       // A precision variant of model.yaml by name; empty = its file.
   int intra_op_threads = 0;  // 0 = cores.
   bool allow_spinning = false;
 };

@@ -19,6 +19,9 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& options) {
   cmd.add_option("--threads", options.intra_op_threads,
                  "Threads per inference (ONNX Runtime intra-op); 0 = number of cores")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--variant", options.variant,
+                 "Precision variant of model.yaml to load, by name (e.g. int8-per-token); "
+                 "default the model's file");
   cmd.add_flag("--spin", options.allow_spinning,
                "Let inference threads spin between runs (lower latency, busier cores)");
 }
@@ -57,7 +60,16 @@ Result<std::unique_ptr<TextEmbeddingModel>> LoadTextModel(const ModelOptions& op
   const std::string dir = options.model_dir.empty() ? DefaultModelDir() : options.model_dir;
   auto config = LoadModelConfig(dir);
   if (!config.ok()) return config.status();
-  return TextEmbeddingModel::Load(*config, OnnxSessionOptions{});
+  if (options.variant.empty()) return TextEmbeddingModel::Load(*config, OnnxSessionOptions{});
+  std::string names;
+  for (const VariantConfig& v : config->variants) {
+    if (v.name == options.variant) {
+      return TextEmbeddingModel::Load(*config, v.file_path, OnnxSessionOptions{});
+    }
+    names += (names.empty() ? "" : ", ") + v.name;
+  }
+  return Status::InvalidArgument("--variant '" + options.variant + "': model '" + config->name +
+                                 "' has " + (names.empty() ? "no variants" : "variants " + names));
 }
 
 }  // namespace tailcut::cli

@@ -385,6 +385,11 @@ std::vector<Setting> BuildSettings() {
       "semantic.embedding_model",
       "Text-embedding model that embeds queries; empty = the default one.",
       [](auto& c) -> auto& { return c.service.semantic_cache.embedding_model; }));
+  t.push_back(Field(
+      "semantic.embedding_variant",
+      "Precision variant of that model that embeds queries; empty = the one the "
+      "verifier was measured on (verifier policy), else the model's default.",
+      [](auto& c) -> auto& { return c.service.semantic_cache.embedding_variant; }));
   t.push_back(
       Field(
           "semantic.max_wrong_hits_per_mille",

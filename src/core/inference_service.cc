@@ -144,7 +144,9 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
 }
 
 Status InferenceService::CreateSemanticCache() {
-  const SemanticCacheOptions& o = options_.semantic_cache;
+  // What the cache runs with: the configuration, its embedding model and variant resolved
+  // (so that /admin/semantic-cache shows which vector space the queries are in).
+  SemanticCacheOptions o = options_.semantic_cache;
   SemanticOutputCache::Deps deps;
   deps.metrics = &metrics_registry_;
   deps.clock = &clock_;
@@ -169,13 +171,15 @@ Status InferenceService::CreateSemanticCache() {
                                           ? " (empty: the default model, '" + default_model_ + "')"
                                           : std::string()));
     }
-    // Pinned to the model's default variant: the verifier's operating points are measured in
-    // that vector space, and a precision switch under load must not move the queries out of it.
-    std::string variant = model->config.default_variant;
-    if (variant.empty() && !model->config.variants.empty()) {
-      variant = model->config.variants.front().name;
-    }
-    deps.embed = [this, name = model->config.name, variant](
+    // Pinned to one variant: the verifier's operating points are measured in one vector space,
+    // and a precision switch under load must not move the queries out of it.
+    auto variant = SemanticEmbeddingVariant(o, deps.verifier.get(), model->config);
+    if (!variant.ok()) return variant.status();
+    o.embedding_model = model->config.name;
+    o.embedding_variant = *variant;
+    spdlog::info("semantic output cache: queries embedded by '{}', variant '{}'", o.embedding_model,
+                 o.embedding_variant);
+    deps.embed = [this, name = model->config.name, variant = *variant](
                      const GenerateRequest& r, const std::string& text,
                      std::function<void(Result<std::vector<float>>)> done) {
       EmbedRequest e;

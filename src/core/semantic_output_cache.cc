@@ -1,5 +1,6 @@
 #include "core/semantic_output_cache.h"
 
+#include <spdlog/spdlog.h>
 #include <xxhash.h>
 
 #include <cstring>
@@ -465,6 +466,35 @@ SemanticCacheStats SemanticOutputCache::stats() const {
   s.single_flight_joins = joins_.load(std::memory_order_relaxed);
   s.store = store_.stats();
   return s;
+}
+
+Result<std::string> SemanticEmbeddingVariant(const SemanticCacheOptions& options,
+                                             const SemanticVerifier* verifier,
+                                             const ModelConfig& model) {
+  std::string names;
+  auto has = [&](const std::string& name) {
+    for (const VariantConfig& v : model.variants) {
+      if (v.name == name) return true;
+    }
+    return false;
+  };
+  for (const VariantConfig& v : model.variants) names += (names.empty() ? "" : ", ") + v.name;
+  std::string fallback = model.default_variant;
+  if (fallback.empty() && !model.variants.empty()) fallback = model.variants.front().name;
+  if (!options.embedding_variant.empty()) {
+    if (has(options.embedding_variant)) return options.embedding_variant;
+    return Status::InvalidArgument("semantic.embedding_variant '" + options.embedding_variant +
+                                   "' is not a variant of model '" + model.name + "' (it has " +
+                                   (names.empty() ? std::string("none") : names) + ")");
+  }
+  if (verifier && !verifier->embedding_variant().empty()) {
+    if (has(verifier->embedding_variant())) return verifier->embedding_variant();
+    spdlog::warn(
+        "semantic output cache: the verifier was measured on variant '{}', which model '{}' "
+        "lacks; queries use '{}' and the verifier's wrong-hit bounds may not hold there",
+        verifier->embedding_variant(), model.name, fallback);
+  }
+  return fallback;
 }
 
 }  // namespace tailcut

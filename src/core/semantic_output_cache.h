@@ -51,6 +51,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "core/generation.h"
+#include "engine/model_config.h"
 #include "obs/metrics.h"
 
 namespace tailcut {
@@ -63,9 +64,16 @@ struct SemanticCacheOptions {
   // min_cosine_per_mille), or "exact" (identical query text only; nothing is embedded).
   std::string policy = "verifier";
   // The text-embedding model that embeds queries; empty = the default text-embedding model.
-  // The verifier was trained on all-MiniLM-L6-v2's fp32 vectors: with another model its
+  // The verifier was trained on all-MiniLM-L6-v2's vectors: with another model its
   // operating points no longer hold (use the cosine policy, measured for that model).
   std::string embedding_model;
+  // The precision variant of that model that embeds queries (and so every cached prompt: one
+  // vector space for the whole cache, whatever the precision controller does to other
+  // traffic). Empty = the variant the verifier's document was measured on (its
+  // embedding_variant) under the verifier policy, else the model's default variant. A faster
+  // variant makes a lookup cheaper (a hit's latency is mostly this embedding); the verifier's
+  // operating points hold only in the vector space it was measured in.
+  std::string embedding_variant;
   // The verifier policy's bound on wrong hits, in hits per thousand: the operating point (of the
   // verifier's measured table) with the most hits whose wrong-hit share on held-out labelled
   // pairs is at most this. Lower = fewer wrong answers and fewer hits. 0 = the verifier's own
@@ -174,5 +182,13 @@ class SemanticOutputCache {
   std::atomic<int64_t> exact_hits_{0}, semantic_hits_{0}, misses_{0}, bypasses_{0}, inserts_{0},
       adopted_{0}, joins_{0};
 };
+
+// The variant of `model` that embeds the semantic cache's queries, as
+// SemanticCacheOptions::embedding_variant says. kInvalidArgument, naming the model's variants,
+// when the configured one is not among them; a verifier measured on a variant this model lacks
+// gets the default variant and a warning (its operating points may not hold there).
+Result<std::string> SemanticEmbeddingVariant(const SemanticCacheOptions& options,
+                                             const SemanticVerifier* verifier,
+                                             const ModelConfig& model);
 
 }  // namespace tailcut

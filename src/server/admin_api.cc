@@ -57,6 +57,10 @@ void AddAdminRoutes(Router& router, ApiContext& ctx, InferenceService& service) 
       const auto& o = cache->options();
       j["policy"] = o.policy;
       if (o.policy == "verifier") j["verifier_threshold"] = cache->verifier_threshold();
+      if (o.policy != "exact") {
+        j["embedding_model"] = o.embedding_model;
+        j["embedding_variant"] = o.embedding_variant;
+      }
       j["exact_hits"] = s.exact_hits;
       j["semantic_hits"] = s.semantic_hits;
       j["misses"] = s.misses;

@@ -260,6 +260,23 @@ TEST(SemanticVerifierTest, LoadingErrorsNameTheField) {
   ExpectInvalid(Document(kFeatures, kPoints, "0.5", "0.01"), "default_max_wrong_hit_share");
 }
 
+TEST(SemanticVerifierTest, EmbeddingVariantIsOptionalAndMustNameOne) {
+  auto none = SemanticVerifier::FromJson(Document(kFeatures, kPoints));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->embedding_variant(), "");
+  std::string doc = Document(kFeatures, kPoints);
+  doc.insert(1, R"("embedding_variant": "int8-per-token", )");
+  auto named = SemanticVerifier::FromJson(doc);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(named->embedding_variant(), "int8-per-token");
+  std::string empty = Document(kFeatures, kPoints);
+  empty.insert(1, R"("embedding_variant": "", )");
+  ExpectInvalid(empty, "\"embedding_variant\" must be a non-empty string");
+  std::string number = Document(kFeatures, kPoints);
+  number.insert(1, R"("embedding_variant": 8, )");
+  ExpectInvalid(number, "\"embedding_variant\" must be a non-empty string");
+}
+
 TEST(SemanticVerifierTest, ShippedDefaultLoadsAndSeparatesObviousPairs) {
   auto v = SemanticVerifier::Default();
   ASSERT_TRUE(v.ok()) << v.status().ToString();

@@ -403,5 +403,49 @@ TEST_F(SemanticOutputCacheTest, TheVerifierPolicyNeedsAnOperatingPointForTheBoun
   EXPECT_FALSE(SemanticOutputCache::Create(unknown, {}).ok());
 }
 
+TEST(SemanticEmbeddingVariantTest, ConfiguredElseTheVerifiersElseTheModelsDefault) {
+  ModelConfig model;
+  model.name = "minilm";
+  for (const char* name : {"fp32", "int8-per-token", "fp16"}) {
+    VariantConfig v;
+    v.name = name;
+    model.variants.push_back(v);
+  }
+  model.default_variant = "fp32";
+  auto with = [](const std::string& variant) {
+    std::string doc = R"({"format": "tailcut.semantic_verifier/1", "model": "logistic_regression",
+      "bias": 0.0, "features": [{"name": "cosine", "mean": 0.9, "scale": 0.05, "weight": 1.0}],
+      "default_max_wrong_hit_share": 0.1, "operating_points": [{"max_wrong_hit_share": 0.1,
+      "threshold": 0.6, "hit_rate": 0.4, "wrong_hit_share": 0.09}])";
+    if (!variant.empty()) doc += R"(, "embedding_variant": ")" + variant + "\"";
+    auto v = SemanticVerifier::FromJson(doc + "}");
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return std::move(v).value();
+  };
+  SemanticCacheOptions options;
+  const SemanticVerifier measured_on_int8 = with("int8-per-token");
+  const SemanticVerifier measured_on_none = with("");
+  const SemanticVerifier measured_on_other = with("int4");
+  // The verifier's vector space, when the model has it.
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_int8, model), "int8-per-token");
+  // No verifier (cosine policy), none named, or one the model lacks: the model's default.
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, nullptr, model), "fp32");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_none, model), "fp32");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_other, model), "fp32");
+  // The configuration wins; a name the model lacks is an error naming what it has.
+  options.embedding_variant = "fp16";
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_int8, model), "fp16");
+  options.embedding_variant = "int4";
+  auto wrong = SemanticEmbeddingVariant(options, &measured_on_int8, model);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("fp32, int8-per-token, fp16"), std::string::npos)
+      << wrong.status().message();
+  // Without default_variant the first variant is the default.
+  options.embedding_variant.clear();
+  model.default_variant.clear();
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, nullptr, model), "fp32");
+}
+
 }  // namespace
 }  // namespace tailcut

@@ -20,6 +20,7 @@ test runs the shipped verifier on pairs it must get right whatever its operating
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -196,6 +197,23 @@ def test_the_shipped_verifier_accepts_a_rewording_and_refuses_another_question(s
     assert float(same.headers["X-Tailcut-Cache-Similarity"]) > 0.999
     assert "X-Tailcut-Cache" not in chat(s, OTHER).headers
     assert "X-Tailcut-Cache" not in chat(s, "What is the capital of France in 1700?").headers
+
+
+def test_queries_are_embedded_in_the_verifiers_vector_space(start, tailcut_bin, repo):
+    # The shipped verifier was measured on the int8-per-token variant's cosines
+    # (data/semantic_verifier.json, embedding_variant): the cache embeds with it by default.
+    s = start("--semantic.policy", "verifier")
+    stats = admin(s)
+    assert (stats["embedding_model"], stats["embedding_variant"]) == \
+        ("all-MiniLM-L6-v2", "int8-per-token"), stats
+    # A variant the embedding model lacks stops the server at start-up, naming what it has.
+    r = subprocess.run([str(tailcut_bin), "serve", "--port", "0", "--grpc-port", "0",
+                        "--model-repository", str(repo), "--semantic.enabled",
+                        "--semantic.embedding_variant", "int4"],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0, r.stderr
+    assert "semantic.embedding_variant 'int4'" in r.stderr and "int8-per-token" in r.stderr, \
+        r.stderr
 
 
 def test_the_exact_policy_serves_the_same_text_and_nothing_else(start):

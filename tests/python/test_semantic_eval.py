@@ -46,6 +46,8 @@ def test_eval_on_real_pairs_writes_weights_the_server_loads(tmp_path: Path) -> N
          "--tailcut", str(binary), "--model-dir", str(model_dir()),
          "--cache-dir", str(tmp_path / "cache"), "--json-out", str(report),
          "--svg-out", str(svg), "--write-weights", str(weights),
+         # The vector space the shipped weights are trained in; the document records it.
+         "--variant", "int8-per-token",
          # A slice this small has few pairs per split; the widest δ has an operating point.
          "--default-delta", "0.25"],
         capture_output=True, text=True, timeout=180)
@@ -73,6 +75,7 @@ def test_eval_on_real_pairs_writes_weights_the_server_loads(tmp_path: Path) -> N
     # formula applied to the features the C++ side computed.
     doc = json.loads(weights.read_text())
     assert doc["default_max_wrong_hit_share"] == 0.25
+    assert doc["embedding_variant"] == "int8-per-token"
     sample = "\n".join(json.dumps(p) for p in [
         {"a": "How do I learn Python?", "b": "How can I learn Python?", "duplicate": 1},
         {"a": "Why is Messi better than Ronaldo?", "b": "Why is Ronaldo better than Messi?",
@@ -80,7 +83,7 @@ def test_eval_on_real_pairs_writes_weights_the_server_loads(tmp_path: Path) -> N
         {"a": "What is the best laptop under 500 dollars?", "b": "Best laptop under $800?"},
     ]) + "\n"
     scored = subprocess.run([str(binary), "semantic-pairs", "-m", str(model_dir()),
-                             "--verifier", str(weights)],
+                             "--variant", "int8-per-token", "--verifier", str(weights)],
                             input=sample, capture_output=True, text=True, timeout=60)
     assert scored.returncode == 0, scored.stderr
     lines = [json.loads(line) for line in scored.stdout.splitlines()]
@@ -98,6 +101,15 @@ def test_eval_on_real_pairs_writes_weights_the_server_loads(tmp_path: Path) -> N
                              input=sample, capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert 'features[0] "weight" must be a number, not string' in refused.stderr, refused.stderr
+
+
+def test_semantic_pairs_refuses_a_variant_the_model_lacks() -> None:
+    run = subprocess.run([str(tailcut()), "semantic-pairs", "-m", str(model_dir()),
+                          "--variant", "int4"], input='{"a": "x", "b": "y"}\n',
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "--variant 'int4'" in run.stderr and "int8-per-token" in run.stderr, run.stderr
+    assert run.stdout == ""
 
 
 @pytest.mark.parametrize("bad, message", [
