@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
       1 + std::max(1, *std::max_element(sequence_counts.begin(), sequence_counts.end()));
   options.kv_cache_layout =
       kv_cache == "shared" ? KvCacheLayout::kShared : KvCacheLayout::kPerSequence;
-  options.batch_tokens = std::max(512, prompt_tokens);
+  // Every sequence's 32-token prompt goes in one batch before the decode steps.
+  options.batch_tokens = std::max({512, prompt_tokens, 32 * options.max_sequences});
   // Room in every sequence's share for the longest of them: the mixed steps' prompt.
   const int per_sequence_tokens = std::max(512, (mixed_chunk_tokens + 1) * decode_tokens + 64);
   options.context_tokens = std::max(4096, options.max_sequences * per_sequence_tokens);

@@ -477,9 +477,9 @@ void GenerationScheduler::Step() {
                        step_cost_.micros_per_token();
     const auto prefill = static_cast<int32_t>(
         std::max<double>(options_.min_prefill_tokens_per_step, fit - generating));
-    budget = std::min(budget,
-                      std::max(prefill, PromptTokensForFirstTokenTarget(prefilling, generating,
-                                                                        now)));
+    budget = std::min(
+        budget, std::max({prefill, PromptTokensForFirstTokenTarget(prefilling, generating, now),
+                          PromptTokensForSlowGapBudget(generating)}));
   }
   std::vector<std::pair<Sequence*, int32_t>> chunks;
   for (Sequence* seq : prefilling) {
@@ -498,7 +498,15 @@ void GenerationScheduler::Step() {
   const int64_t step_start = clock_.NowMicros();
   auto logits = model_->Decode(batch);
   const auto step_tokens = static_cast<int64_t>(batch.size());
-  step_cost_.Observe(step_tokens, step_tokens, clock_.NowMicros() - step_start);
+  const int64_t step_end = clock_.NowMicros();
+  step_cost_.Observe(step_tokens, step_tokens, step_end - step_start);
+  // A generating stream's gap is from the previous step's end (its last token) to this one's:
+  // the decode and the loop's own work between steps.
+  if (generating > 0) {
+    RecordGaps(generating,
+               step_end - (last_step_end_micros_ > 0 ? last_step_end_micros_ : step_start));
+  }
+  last_step_end_micros_ = step_end;
   if (!logits.ok()) {
     // Admission reserved every cell, so this is a bug or an engine failure: end the
     // sequences in the batch rather than retrying forever.
@@ -545,6 +553,33 @@ void GenerationScheduler::Step() {
     end.finish_reason = seq->finish_reason;
     Finish(std::move(seq), std::move(end));
   }
+}
+
+void GenerationScheduler::RecordGaps(int32_t generating, int64_t gap_micros) {
+  if (options_.inter_token_slo_millis <= 0) return;
+  constexpr double kWindowGaps = 4000;
+  window_gaps_ += generating;
+  if (gap_micros > options_.inter_token_slo_millis * 1000) window_slow_gaps_ += generating;
+  if (window_gaps_ > 2 * kWindowGaps) {
+    window_gaps_ /= 2;
+    window_slow_gaps_ /= 2;
+  }
+}
+
+int32_t GenerationScheduler::PromptTokensForSlowGapBudget(int32_t generating) const {
+  if (options_.inter_token_slo_millis <= 0 || options_.slow_gaps_per_mille <= 0) return 0;
+  const double share = options_.slow_gaps_per_mille / 1000.0;
+  // Enough gaps seen that one slow gap is within the share, and this step's gaps, all slow,
+  // still within it.
+  if (window_gaps_ < 1.0 / share) return 0;
+  if (window_slow_gaps_ + generating > share * (window_gaps_ + generating)) return 0;
+  // As many prompt tokens as fit a step of twice the SLO: no stall longer than that.
+  const double c = step_cost_.micros_per_token();
+  const double fit = (2.0 * static_cast<double>(options_.inter_token_slo_millis) * 1000 -
+                      step_cost_.fixed_micros()) /
+                         c -
+                     generating;
+  return fit > 0 ? static_cast<int32_t>(fit) : 0;
 }
 
 int32_t GenerationScheduler::PromptTokensForFirstTokenTarget(

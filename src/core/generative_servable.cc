@@ -75,6 +75,8 @@ Result<std::unique_ptr<GenerativeServable>> GenerativeServable::Load(
     scheduler.max_step_millis_while_generating = g.max_step_millis_while_generating;
     scheduler.min_prefill_tokens_per_step = g.min_prefill_tokens_per_step;
     scheduler.target_time_to_first_token_millis = g.target_time_to_first_token_millis;
+    scheduler.inter_token_slo_millis = g.inter_token_slo_millis;
+    scheduler.slow_gaps_per_mille = g.slow_gaps_per_mille;
     scheduler.max_waiting_requests = g.max_waiting_requests;
     scheduler.max_queue_delay_millis = g.max_queue_delay_millis;
     scheduler.default_timeout_millis = options.default_timeout_millis;

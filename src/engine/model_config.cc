@@ -179,20 +179,21 @@ Status ReadGenerativeConfig(const YAML::Node& root, const std::string& file,
     int* value;
     int min;
   };
-  const Key keys[] = {{"context_tokens", &out->context_tokens, 0},
-                      {"max_sequences", &out->max_sequences, 1},
-                      {"batch_tokens", &out->batch_tokens, 1},
-                      {"prefill_chunk_tokens", &out->prefill_chunk_tokens, 1},
-                      {"max_step_millis_while_generating",
-                       &out->max_step_millis_while_generating, 0},
-                      {"min_prefill_tokens_per_step", &out->min_prefill_tokens_per_step, 1},
-                      {"target_time_to_first_token_millis",
-                       &out->target_time_to_first_token_millis, 0},
-                      {"max_waiting_requests", &out->max_waiting_requests, 1},
-                      {"max_queue_delay_millis", &out->max_queue_delay_millis, 0},
-                      {"decode_threads", &out->decode_threads, 1},
-                      {"batch_threads", &out->batch_threads, 1},
-                      {"thread_poll_level", &out->thread_poll_level, 0}};
+  const Key keys[] = {
+      {"context_tokens", &out->context_tokens, 0},
+      {"max_sequences", &out->max_sequences, 1},
+      {"batch_tokens", &out->batch_tokens, 1},
+      {"prefill_chunk_tokens", &out->prefill_chunk_tokens, 1},
+      {"max_step_millis_while_generating", &out->max_step_millis_while_generating, 0},
+      {"min_prefill_tokens_per_step", &out->min_prefill_tokens_per_step, 1},
+      {"target_time_to_first_token_millis", &out->target_time_to_first_token_millis, 0},
+      {"inter_token_slo_millis", &out->inter_token_slo_millis, 0},
+      {"slow_gaps_per_mille", &out->slow_gaps_per_mille, 0},
+      {"max_waiting_requests", &out->max_waiting_requests, 1},
+      {"max_queue_delay_millis", &out->max_queue_delay_millis, 0},
+      {"decode_threads", &out->decode_threads, 1},
+      {"batch_threads", &out->batch_threads, 1},
+      {"thread_poll_level", &out->thread_poll_level, 0}};
   for (const Key& key : keys) {
     if (Status s = ReadScalar(root, key.name, file, key.value); !s.ok()) return s;
     if (*key.value < key.min) {

@@ -44,6 +44,8 @@
 //   max_step_millis_while_generating: 60  # prompt tokens cut to keep steps (inter-token) under
 //   min_prefill_tokens_per_step: 16       # ... but at least this many per step
 //   target_time_to_first_token_millis: 400  # ... or more, for a prompt that can still make it
+//   inter_token_slo_millis: 86    # ... or whole prompts, while the running streams' gaps over
+//   slow_gaps_per_mille: 5        #   this stay within this share (a P99's slack, spent)
 //   max_waiting_requests: 64      # requests waiting to start before 429s
 //   max_queue_delay_millis: 10000 # longest wait for KV space before a 429
 //   decode_threads: 1             # llama.cpp compute threads (see GenerativeModelOptions)
@@ -164,6 +166,8 @@ struct GenerativeConfig {
   int max_step_millis_while_generating = 60;  // Step time bound while streams generate; 0 off.
   int min_prefill_tokens_per_step = 16;       // Prompt tokens a step takes at least.
   int target_time_to_first_token_millis = 400;  // Prefill pace for new prompts; 0 off.
+  int inter_token_slo_millis = 86;  // Gaps over it are slow; the budget below spends them.
+  int slow_gaps_per_mille = 5;      // Slow gaps whole-prompt steps may cause; 0 off.
   int max_waiting_requests = 64;   // Waiting for admission before ResourceExhausted.
   int max_queue_delay_millis = 10'000;  // Longest wait for admission; 0 = no limit.
   int decode_threads = 1;

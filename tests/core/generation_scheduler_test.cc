@@ -631,7 +631,10 @@ class FirstTokenTargetTest : public GenerationSchedulerTest {
  protected:
   static constexpr int64_t kFixedMicros = 10'000, kPerTokenMicros = 6'000;
 
-  PrefillRun Arrive(int words, int64_t target_millis) {
+  // With slo_millis > 0, the slow-gap budget is on (slow_gaps_per_mille = per_mille) and a
+  // stream of 150 fast steps (one token each, 16 ms) runs first, so the window has gaps.
+  PrefillRun Arrive(int words, int64_t target_millis, int64_t slo_millis = 0,
+                    int32_t per_mille = 0) {
     Load(/*context_tokens=*/2048);
     auto timed = std::make_unique<testing::TimedGenerativeModel>(std::move(model_), clock_,
                                                                  kFixedMicros, kPerTokenMicros);
@@ -641,10 +644,15 @@ class FirstTokenTargetTest : public GenerationSchedulerTest {
     options.max_step_millis_while_generating = 40;
     options.min_prefill_tokens_per_step = 1;
     options.target_time_to_first_token_millis = target_millis;
+    options.inter_token_slo_millis = slo_millis;
+    options.slow_gaps_per_mille = per_mille;
     options.reuse_prompt_prefix = false;
     Start(options);
     // A few steps of two sizes first, so the step cost is fitted (exactly: the steps are).
     EXPECT_TRUE(Run(Greedy("The sea is", 4))->WaitEnd().ok());
+    if (slo_millis > 0) {
+      EXPECT_TRUE(Run(Greedy("Count from 1 to 1000: 1, 2, 3, 4, 5,", 150))->WaitEnd().ok());
+    }
     auto generating = Run(Greedy("Count from 1 to 1000: 1, 2, 3, 4, 5,", 200), /*hold=*/true);
     EXPECT_TRUE(generating->WaitHolding());
     const size_t before = model->steps().size();
@@ -698,6 +706,35 @@ TEST_F(FirstTokenTargetTest, APromptThatCannotMakeTheTargetDoesNotStallTheStream
   // stream keeps the bound's steps.
   const PrefillRun run = Arrive(/*words=*/200, /*target_millis=*/400);
   EXPECT_LE(run.longest_step_micros, 40'000);
+}
+
+// The slow-gap budget (inter_token_slo_millis): ~150 gaps seen, none slow, 1 % may be.
+TEST_F(FirstTokenTargetTest, TheSlowGapBudgetTakesAShortPromptWholeInOneStep) {
+  // 20 prompt tokens beside the stream: 10 + 6 x 21 = 136 ms, past the 40 ms bound and the
+  // 86 ms SLO (one slow gap of ~151), within the 172 ms cap.
+  const PrefillRun run = Arrive(/*words=*/20, /*target_millis=*/0, /*slo_millis=*/86,
+                                /*per_mille=*/10);
+  EXPECT_EQ(run.steps, 1);
+  EXPECT_GT(run.longest_step_micros, 86'000);
+  EXPECT_LE(run.longest_step_micros, 2 * 86'000);
+}
+
+TEST_F(FirstTokenTargetTest, TheSlowGapBudgetNeedsEnoughGapsSeen) {
+  // 1 per mille needs 1,000 gaps before one may be slow: the bound holds.
+  const PrefillRun run = Arrive(/*words=*/20, /*target_millis=*/0, /*slo_millis=*/86,
+                                /*per_mille=*/1);
+  EXPECT_LE(run.longest_step_micros, 40'000);
+  EXPECT_GE(run.steps, 5) << "4 prompt tokens a step";
+}
+
+TEST_F(FirstTokenTargetTest, TheSlowGapBudgetCapsAStepAndIsSpentOnce) {
+  // 200 tokens: the budget allows one step of at most twice the SLO (26 prompt tokens), the
+  // gap it made slow uses the 1 %, and the bound's 4 tokens a step take the rest.
+  const PrefillRun run = Arrive(/*words=*/200, /*target_millis=*/0, /*slo_millis=*/86,
+                                /*per_mille=*/10);
+  EXPECT_LE(run.longest_step_micros, 2 * 86'000);
+  EXPECT_GT(run.longest_step_micros, 86'000);
+  EXPECT_GE(run.steps, 40);
 }
 
 // With a stream per sequence, llama.cpp runs a step's graph once per run of consecutive

@@ -61,7 +61,8 @@ TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
                                        "batch_tokens: 128\nprefill_chunk_tokens: 64\n"
                                        "max_waiting_requests: 5\nmax_queue_delay_millis: 250\n"
                                        "thread_poll_level: 50\n"
-                                       "target_time_to_first_token_millis: 300\n";
+                                       "target_time_to_first_token_millis: 300\n"
+                                       "inter_token_slo_millis: 100\nslow_gaps_per_mille: 0\n";
   auto c = LoadModelConfig(dir.string());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->kind, ModelKind::kGenerative);
@@ -75,6 +76,8 @@ TEST(ModelConfigTest, GenerativeModelYamlReadsFileAndGenerationOptions) {
   EXPECT_EQ(c->generation.max_queue_delay_millis, 250);
   EXPECT_EQ(c->generation.thread_poll_level, 50);
   EXPECT_EQ(c->generation.target_time_to_first_token_millis, 300);
+  EXPECT_EQ(c->generation.inter_token_slo_millis, 100);
+  EXPECT_EQ(c->generation.slow_gaps_per_mille, 0);
 
   std::ofstream(dir / "model.yaml") << "kind: generative\nfile: a.gguf\nmax_sequences: 0\n";
   c = LoadModelConfig(dir.string());
