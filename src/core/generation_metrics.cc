@@ -3,10 +3,10 @@
 namespace tailcut {
 
 GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
-    : time_to_first_token_(r.AddHistogram(
-          "tailcut_generation_time_to_first_token_seconds",
-          "Time from a generation request's arrival to its first generated token",
-          LongLatencyBucketsSeconds(), {"model"})),
+    : time_to_first_token_(
+          r.AddHistogram("tailcut_generation_time_to_first_token_seconds",
+                         "Time from a generation request's arrival to its first generated token",
+                         LongLatencyBucketsSeconds(), {"model"})),
       inter_token_(r.AddHistogram("tailcut_generation_inter_token_seconds",
                                   "Time between two consecutive tokens of one sequence",
                                   LatencyBucketsSeconds(), {"model"})),
@@ -24,8 +24,8 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
           "Prompt tokens of admitted generation requests found in the KV cache (a prefix kept "
           "from an earlier request), not prefilled again",
           {"model"})),
-      generated_tokens_(r.AddCounter("tailcut_generation_generated_tokens_total",
-                                     "Tokens generated", {"model"})),
+      generated_tokens_(
+          r.AddCounter("tailcut_generation_generated_tokens_total", "Tokens generated", {"model"})),
       cancellations_(r.AddCounter("tailcut_generation_cancellations_total",
                                   "Generation requests ended because the client went away",
                                   {"model"})),
@@ -33,6 +33,11 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
                              "Generation requests refused for capacity (waiting queue full, "
                              "or waited longer than max_queue_delay_millis)",
                              {"model"})),
+      sequence_moves_(r.AddCounter(
+          "tailcut_generation_sequence_moves_total",
+          "Running sequences moved down to a free sequence id, their KV stream copied, so "
+          "that a step's sequence ids stay consecutive (one pass of the model per step)",
+          {"model"})),
       running_(r.AddGauge("tailcut_generation_running_sequences",
                           "Sequences in the running set (generating or prefilling)", {"model"})),
       waiting_(r.AddGauge("tailcut_generation_waiting_requests",
@@ -73,6 +78,7 @@ GenerationMetrics GenerationMetricFamilies::ForModel(const std::string& model,
   m.generated_tokens = &generated_tokens_.WithLabels({model});
   m.cancellations = &cancellations_.WithLabels({model});
   m.rejected = &rejected_.WithLabels({model});
+  m.sequence_moves = &sequence_moves_.WithLabels({model});
   m.running_sequences = &running_.WithLabels({model});
   m.waiting_requests = &waiting_.WithLabels({model});
   m.kv_used_cells = &kv_used_.WithLabels({model});

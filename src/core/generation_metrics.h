@@ -26,6 +26,7 @@ struct GenerationMetrics {
   Counter* generated_tokens;
   Counter* cancellations;  // Ended because the client went away.
   Counter* rejected;       // Refused with kResourceExhausted (queue full or waited too long).
+  Counter* sequence_moves;  // Running sequences moved to a lower id (KV stream copied).
   Gauge* running_sequences;
   Gauge* waiting_requests;
   Gauge* kv_used_cells;      // Includes the tokens finished sequences keep for reuse.
@@ -60,6 +61,7 @@ class GenerationMetricFamilies {
   Family<Counter>& generated_tokens_;
   Family<Counter>& cancellations_;
   Family<Counter>& rejected_;
+  Family<Counter>& sequence_moves_;
   Family<Gauge>& running_;
   Family<Gauge>& waiting_;
   Family<Gauge>& kv_used_;

@@ -443,6 +443,7 @@ void GenerationScheduler::Step() {
     Finish(std::move(seq), std::move(status));
   }
   if (running_.empty()) return;
+  PackSequenceIds(now);
 
   // One token for every generating sequence first (they are what clients are waiting on),
   // then prompt chunks with what is left of the step's budget, the prompt with the fewest
@@ -493,6 +494,7 @@ void GenerationScheduler::Step() {
     chunks.emplace_back(seq, n);
     budget -= n;
   }
+  AddGapFillers(prefilling, &batch, &owner, &chunks);
   if (batch.empty()) return;
 
   const int64_t step_start = clock_.NowMicros();
@@ -552,6 +554,62 @@ void GenerationScheduler::Step() {
     GenerationEnd end;
     end.finish_reason = seq->finish_reason;
     Finish(std::move(seq), std::move(end));
+  }
+}
+
+void GenerationScheduler::PackSequenceIds(int64_t now) {
+  if (!options_.pack_sequence_ids || model_->kv_cache_layout() != KvCacheLayout::kPerSequence) {
+    return;
+  }
+  for (;;) {
+    auto highest = std::max_element(running_.begin(), running_.end(),
+                                    [](const auto& a, const auto& b) { return a->id < b->id; });
+    Sequence& seq = **highest;
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto lowest_free = std::min_element(free_ids_.begin(), free_ids_.end());
+    if (lowest_free == free_ids_.end() || *lowest_free > seq.id) return;
+    const SequenceId to = *lowest_free;
+    const auto length = static_cast<TokenPosition>(seq.cached.size());
+    // The free id's kept tokens make way (what they share with the moved sequence's, a common
+    // system prompt, moves with it); the moved-from id keeps the sequence's tokens, as a
+    // finished sequence would.
+    // Neither is expected to fail; if one does, the step just runs split, as without packing.
+    if (!model_->RemoveSequence(to).ok()) return;
+    kept_tokens_[static_cast<size_t>(to)].clear();
+    if (length > 0 && !model_->CopyPrefix(seq.id, to, length).ok()) return;
+    *lowest_free = seq.id;
+    kept_tokens_[static_cast<size_t>(seq.id)] = seq.cached;
+    freed_micros_[static_cast<size_t>(seq.id)] = now;
+    seq.id = to;
+    ++stats_.sequence_moves;
+    if (options_.metrics) options_.metrics->sequence_moves->Inc();
+  }
+}
+
+void GenerationScheduler::AddGapFillers(const std::vector<Sequence*>& prefilling,
+                                        DecodeBatch* batch, std::vector<Sequence*>* owner,
+                                        std::vector<std::pair<Sequence*, int32_t>>* chunks) {
+  if (model_->kv_cache_layout() != KvCacheLayout::kPerSequence || batch->empty()) return;
+  SequenceId lowest = std::numeric_limits<SequenceId>::max();
+  SequenceId highest = std::numeric_limits<SequenceId>::min();
+  for (const DecodeEntry& e : batch->entries) {
+    lowest = std::min(lowest, e.sequence);
+    highest = std::max(highest, e.sequence);
+  }
+  std::vector<SequenceId> in_step;
+  in_step.reserve(chunks->size());
+  for (const auto& [seq, n] : *chunks) in_step.push_back(seq->id);
+  for (Sequence* seq : prefilling) {
+    if (batch->size() >= static_cast<size_t>(step_tokens_)) break;
+    if (seq->id <= lowest || seq->id >= highest ||
+        std::find(in_step.begin(), in_step.end(), seq->id) != in_step.end()) {
+      continue;
+    }
+    const std::vector<TokenId>& prompt = seq->request->prompt;
+    const bool last = seq->prefilled + 1 == prompt.size();
+    batch->Add(prompt[seq->prefilled], seq->position, seq->id, /*logits=*/last);
+    owner->push_back(seq);
+    chunks->emplace_back(seq, 1);
   }
 }
 

@@ -181,6 +181,16 @@ class GenerationSchedulerTest : public ::testing::Test {
   }
   void TearDown() override { scheduler_.reset(); }
 
+  // Wraps the loaded model so that each step takes fixed_micros + micros_per_token x tokens
+  // on clock_ and is recorded (TimedGenerativeModel); the wrapper, owned by model_.
+  testing::TimedGenerativeModel* UseTimedModel(int64_t fixed_micros, int64_t micros_per_token) {
+    auto timed = std::make_unique<testing::TimedGenerativeModel>(std::move(model_), clock_,
+                                                                 fixed_micros, micros_per_token);
+    testing::TimedGenerativeModel* model = timed.get();
+    model_ = std::move(timed);
+    return model;
+  }
+
   std::shared_ptr<RecordingSink> Run(GenerateRequest request, bool hold = false) {
     auto sink = std::make_shared<RecordingSink>(hold);
     scheduler_->Generate(std::move(request), sink);
@@ -636,10 +646,7 @@ class FirstTokenTargetTest : public GenerationSchedulerTest {
   PrefillRun Arrive(int words, int64_t target_millis, int64_t slo_millis = 0,
                     int32_t per_mille = 0) {
     Load(/*context_tokens=*/2048);
-    auto timed = std::make_unique<testing::TimedGenerativeModel>(std::move(model_), clock_,
-                                                                 kFixedMicros, kPerTokenMicros);
-    testing::TimedGenerativeModel* model = timed.get();
-    model_ = std::move(timed);
+    testing::TimedGenerativeModel* model = UseTimedModel(kFixedMicros, kPerTokenMicros);
     GenerationSchedulerOptions options;
     options.max_step_millis_while_generating = 40;
     options.min_prefill_tokens_per_step = 1;
@@ -737,14 +744,92 @@ TEST_F(FirstTokenTargetTest, TheSlowGapBudgetCapsAStepAndIsSpentOnce) {
   EXPECT_GE(run.steps, 40);
 }
 
+// A prompt waiting for prefill between the ids a step decodes gets a token of that step
+// (AddGapFillers), so the step stays one run of consecutive ids for llama.cpp. Ids 0 and 3
+// generate; 1 and 2 hold long prompts, and the step time bound (40 ms at 10 + 6 ms a token)
+// leaves prompt tokens for one of them a step, the shorter first: without the fillers, id 2
+// would sit out every step until id 1's prompt was done, splitting each step in two.
+TEST_F(GenerationSchedulerTest, APromptWaitingBetweenGeneratingIdsGetsATokenOfEveryStep) {
+  Load(/*context_tokens=*/1024, /*max_sequences=*/4, KvCacheLayout::kPerSequence);
+  testing::TimedGenerativeModel* model = UseTimedModel(10'000, 6'000);
+  GenerationSchedulerOptions options;
+  options.max_step_millis_while_generating = 40;
+  options.min_prefill_tokens_per_step = 1;
+  options.reuse_prompt_prefix = false;
+  Start(options);
+  // Steps of two sizes, so the step cost is fitted before the case below.
+  ASSERT_TRUE(Run(Greedy("The sea is", 4))->WaitEnd().ok());
+  auto first = Run(Greedy("Count from 1 to 1000: 1, 2, 3, 4, 5,", 120), /*hold=*/true);
+  ASSERT_TRUE(first->WaitHolding());  // Id 0, generating; the next three are admitted together.
+  std::string shorter, longer;
+  for (int i = 0; i < 60; ++i) shorter += " word";
+  for (int i = 0; i < 90; ++i) longer += " word";
+  const size_t before = model->steps().size();
+  auto on_1 = Run(Greedy(shorter, 1));
+  auto on_2 = Run(Greedy(longer, 1));
+  auto on_3 = Run(Greedy("The sky is", 40));
+  first->Release();
+  auto end_2 = on_2->WaitEnd();
+  ASSERT_TRUE(end_2.ok()) << end_2.status().ToString();
+  ASSERT_TRUE(on_1->WaitEnd().ok());
+  ASSERT_TRUE(on_3->WaitEnd().ok());
+  ASSERT_TRUE(first->WaitEnd().ok());
+  const auto steps = model->steps();
+  int prefilled_2 = 0, steps_around_2 = 0;
+  for (size_t i = before; i < steps.size() && prefilled_2 < end_2->usage.prompt_tokens; ++i) {
+    const auto& step = steps[i];
+    const bool around = step.begin()->first < 2 && step.rbegin()->first > 2;
+    if (step.count(2)) prefilled_2 += step.at(2);
+    if (!around) continue;
+    ++steps_around_2;
+    EXPECT_TRUE(step.count(2)) << "step " << i << " decodes ids on both sides of 2 without it";
+  }
+  EXPECT_GE(steps_around_2, 10) << "the case did not happen: ids 0 and 3 did not both generate";
+}
+
+// pack_sequence_ids: when a sequence finishes below running ones, the highest running one
+// moves down to its id (its KV stream copied), so every step decodes ids 0 .. n-1, one run
+// for llama.cpp; the moved sequence answers exactly what it answers alone.
+TEST_F(GenerationSchedulerTest, TheHighestRunningSequenceMovesDownToAFinishedOnesId) {
+  Load(/*context_tokens=*/512, /*max_sequences=*/4, KvCacheLayout::kPerSequence);
+  testing::TimedGenerativeModel* model = UseTimedModel(0, 0);
+  GenerationSchedulerOptions options;
+  options.reuse_prompt_prefix = false;
+  Start(options);
+  const std::string moved_prompt = "Count from 1 to 1000: 1, 2, 3, 4, 5,";
+  auto alone = Run(Greedy(moved_prompt, 24));
+  auto alone_end = alone->WaitEnd();
+  ASSERT_TRUE(alone_end.ok()) << alone_end.status().ToString();
+  const size_t before = model->steps().size();
+  auto first = Run(Greedy("The sea is", 30), /*hold=*/true);  // Id 0.
+  ASSERT_TRUE(first->WaitHolding());
+  auto short_one = Run(Greedy("The sky is", 2));  // Id 1: ends after two tokens.
+  auto moved = Run(Greedy(moved_prompt, 24));     // Id 2, then 1.
+  first->Release();
+  ASSERT_TRUE(short_one->WaitEnd().ok());
+  auto moved_end = moved->WaitEnd();
+  ASSERT_TRUE(moved_end.ok()) << moved_end.status().ToString();
+  ASSERT_TRUE(first->WaitEnd().ok());
+  EXPECT_EQ(moved->text(), alone->text());
+  EXPECT_GE(scheduler_->stats().sequence_moves, 1);
+  const auto steps = model->steps();
+  bool saw_two = false;
+  for (size_t i = before; i < steps.size(); ++i) {
+    SequenceId expected = 0;
+    for (const auto& [sequence, n] : steps[i]) {
+      EXPECT_EQ(sequence, expected++) << "step " << i << ": ids not consecutive from 0";
+    }
+    saw_two = saw_two || steps[i].size() == 2;
+  }
+  EXPECT_TRUE(saw_two) << "the case did not happen: no step after the short one ended";
+}
+
 // With a stream per sequence, llama.cpp runs a step's graph once per run of consecutive
 // sequence ids in it, so the scheduler packs running sequences on the lowest free ids (the
 // least recently freed one, the shared pool's choice, would scatter them: 3, 2, 1, ...).
 TEST_F(GenerationSchedulerTest, AStreamPerSequenceRunsOnTheLowestFreeIds) {
   Load(/*context_tokens=*/512, /*max_sequences=*/4, KvCacheLayout::kPerSequence);
-  auto timed = std::make_unique<testing::TimedGenerativeModel>(std::move(model_), clock_, 0, 0);
-  testing::TimedGenerativeModel* model = timed.get();
-  model_ = std::move(timed);
+  testing::TimedGenerativeModel* model = UseTimedModel(0, 0);
   GenerationSchedulerOptions options;
   options.reuse_prompt_prefix = false;  // No prefix to prefer: the id is the only choice.
   Start(options);
