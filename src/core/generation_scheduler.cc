@@ -494,7 +494,10 @@ void GenerationScheduler::Step() {
     chunks.emplace_back(seq, n);
     budget -= n;
   }
-  AddGapFillers(prefilling, &batch, &owner, &chunks);
+  // The chunks went to a prefix of `prefilling` (each got at least one token until the
+  // budget ran out); the rest got none.
+  AddGapFillers(std::span<Sequence* const>(prefilling).subspan(chunks.size()), &batch, &owner,
+                &chunks);
   if (batch.empty()) return;
 
   const int64_t step_start = clock_.NowMicros();
@@ -558,9 +561,7 @@ void GenerationScheduler::Step() {
 }
 
 void GenerationScheduler::PackSequenceIds(int64_t now) {
-  if (!options_.pack_sequence_ids || model_->kv_cache_layout() != KvCacheLayout::kPerSequence) {
-    return;
-  }
+  if (model_->kv_cache_layout() != KvCacheLayout::kPerSequence) return;
   for (;;) {
     auto highest = std::max_element(running_.begin(), running_.end(),
                                     [](const auto& a, const auto& b) { return a->id < b->id; });
@@ -571,9 +572,8 @@ void GenerationScheduler::PackSequenceIds(int64_t now) {
     const SequenceId to = *lowest_free;
     const auto length = static_cast<TokenPosition>(seq.cached.size());
     // The free id's kept tokens make way (what they share with the moved sequence's, a common
-    // system prompt, moves with it); the moved-from id keeps the sequence's tokens, as a
-    // finished sequence would.
-    // Neither is expected to fail; if one does, the step just runs split, as without packing.
+    // system prompt, moves with it). Neither call is expected to fail; if one does, the step
+    // just runs split, as without packing.
     if (!model_->RemoveSequence(to).ok()) return;
     kept_tokens_[static_cast<size_t>(to)].clear();
     if (length > 0 && !model_->CopyPrefix(seq.id, to, length).ok()) return;
@@ -586,8 +586,8 @@ void GenerationScheduler::PackSequenceIds(int64_t now) {
   }
 }
 
-void GenerationScheduler::AddGapFillers(const std::vector<Sequence*>& prefilling,
-                                        DecodeBatch* batch, std::vector<Sequence*>* owner,
+void GenerationScheduler::AddGapFillers(std::span<Sequence* const> unchunked, DecodeBatch* batch,
+                                        std::vector<Sequence*>* owner,
                                         std::vector<std::pair<Sequence*, int32_t>>* chunks) {
   if (model_->kv_cache_layout() != KvCacheLayout::kPerSequence || batch->empty()) return;
   SequenceId lowest = std::numeric_limits<SequenceId>::max();
@@ -596,15 +596,9 @@ void GenerationScheduler::AddGapFillers(const std::vector<Sequence*>& prefilling
     lowest = std::min(lowest, e.sequence);
     highest = std::max(highest, e.sequence);
   }
-  std::vector<SequenceId> in_step;
-  in_step.reserve(chunks->size());
-  for (const auto& [seq, n] : *chunks) in_step.push_back(seq->id);
-  for (Sequence* seq : prefilling) {
+  for (Sequence* seq : unchunked) {
     if (batch->size() >= static_cast<size_t>(step_tokens_)) break;
-    if (seq->id <= lowest || seq->id >= highest ||
-        std::find(in_step.begin(), in_step.end(), seq->id) != in_step.end()) {
-      continue;
-    }
+    if (seq->id <= lowest || seq->id >= highest) continue;
     const std::vector<TokenId>& prompt = seq->request->prompt;
     const bool last = seq->prefilled + 1 == prompt.size();
     batch->Add(prompt[seq->prefilled], seq->position, seq->id, /*logits=*/last);

@@ -105,14 +105,6 @@ struct GenerationSchedulerOptions {
   // the same way (see above). Off, every request prefills its whole prompt: for comparisons
   // and for tests of prefill itself.
   bool reuse_prompt_prefix = true;
-  // With a KV stream per sequence, whether a running sequence above a free id moves down to
-  // it (its stream copied, about 12 MB for SmolLM2's 512-cell streams: a millisecond or two)
-  // so the running ids stay consecutive: llama.cpp computes a step once per run of
-  // consecutive ids in it, and a finished sequence's id left a hole in ~30 % of steps at
-  // 1 req/s until the next request took it (each hole one more pass over the weights,
-  // 8-11 ms for SmolLM2 on 2 cores). Off: ids stay where admission put them (tests of
-  // admission order).
-  bool pack_sequence_ids = true;
   // Metric series of this model; null records nothing (tests).
   const GenerationMetrics* metrics = nullptr;
   // Names in GenerationStart/End (canonical model name, the GGUF variant).
@@ -132,7 +124,7 @@ struct GenerationSchedulerStats {
   // generated tokens fed back; the precision controller's prefill share.
   int64_t prompt_tokens_decoded = 0;
   int64_t generated_tokens_decoded = 0;
-  // Since the start, running sequences moved to a lower id (pack_sequence_ids).
+  // Since the start, running sequences moved to a lower id (PackSequenceIds).
   int64_t sequence_moves = 0;
 };
 
@@ -183,18 +175,23 @@ class GenerationScheduler {
   // Ends the running sequences that were cancelled or passed their deadline, then runs one
   // Decode() over the rest: a token for each generating sequence, prompt chunks after.
   void Step();
-  // pack_sequence_ids: while a free id lies below the highest running one, moves that
-  // sequence down to it.
-  void PackSequenceIds(int64_t now);
   // With a KV stream per sequence, llama.cpp computes a step once per run of consecutive
-  // sequence ids in it (LlamaGenerativeModel::Decode), so a prompt still waiting for its
-  // prefill splits the step wherever its id lies between the ids that step decodes: one more
-  // pass over the weights (8-11 ms for SmolLM2 on 2 cores), for nothing. Gives each such
-  // sequence its next prompt token instead (about a third of that: the prefill it needs
-  // anyway), appended to `batch`, `owner` and `chunks` as Step() builds them, within the
-  // step's token limit. Measured at saturation (32 sequences, a 32-prompt burst): steps of 16
-  // generating streams took 137 ms against the engine's 61 ms without it.
-  void AddGapFillers(const std::vector<Sequence*>& prefilling, DecodeBatch* batch,
+  // sequence ids in it (LlamaGenerativeModel::Decode): each hole in a step's ids is one more
+  // pass over the weights (8-11 ms for SmolLM2 on 2 cores), for nothing. The next two keep
+  // the ids consecutive.
+  //
+  // A finished sequence's id stays free until a new request takes it (a hole in ~30 % of
+  // steps at 1 req/s): while a free id lies below the highest running sequence's, moves that
+  // sequence down to it, its stream copied (CopyPrefix; about 12 MB for SmolLM2's 512-cell
+  // streams, a millisecond or two). The moved-from id keeps the tokens for prefix reuse.
+  void PackSequenceIds(int64_t now);
+  // A prompt still waiting for its prefill splits the step wherever its id lies between the
+  // ids that step decodes. Gives each such sequence of `unchunked` (prompts that got no
+  // chunk this step) its next prompt token instead (about a third of a pass: prefill it
+  // needs anyway), appended to `batch`, `owner` and `chunks` as Step() builds them, within
+  // the step's token limit. Measured at saturation (32 sequences, a 32-prompt burst): steps
+  // of 16 generating streams took 137 ms against the engine's 61 ms without it.
+  void AddGapFillers(std::span<Sequence* const> unchunked, DecodeBatch* batch,
                      std::vector<Sequence*>* owner,
                      std::vector<std::pair<Sequence*, int32_t>>* chunks);
   // Prompt tokens this step may take by spending the slow-gap budget (inter_token_slo_millis),

@@ -787,7 +787,7 @@ TEST_F(GenerationSchedulerTest, APromptWaitingBetweenGeneratingIdsGetsATokenOfEv
   EXPECT_GE(steps_around_2, 10) << "the case did not happen: ids 0 and 3 did not both generate";
 }
 
-// pack_sequence_ids: when a sequence finishes below running ones, the highest running one
+// PackSequenceIds: when a sequence finishes below running ones, the highest running one
 // moves down to its id (its KV stream copied), so every step decodes ids 0 .. n-1, one run
 // for llama.cpp; the moved sequence answers exactly what it answers alone.
 TEST_F(GenerationSchedulerTest, TheHighestRunningSequenceMovesDownToAFinishedOnesId) {
