@@ -286,7 +286,7 @@ class Systems:
             return self.tailcut(name, tag, 1, a.prefill_chunk, context=a.slot_tokens)
         if name == "tailcut-nochunk":
             return self.tailcut(name, tag, a.parallel, a.slot_tokens, batch_tokens=a.slot_tokens,
-                                step_millis=0)
+                                bounded=False)
         if name.startswith("tailcut-chunk"):
             return self.tailcut(name, tag, a.parallel, int(name.removeprefix("tailcut-chunk")))
         if name.startswith("tailcut:"):
@@ -312,7 +312,7 @@ class Systems:
         raise BenchError(f"unknown system {name}")
 
     def tailcut(self, name: str, tag: str, sequences: int, chunk: int, batch_tokens: int = 512,
-                context: int | None = None, step_millis: int = 60,
+                context: int | None = None, bounded: bool = True,
                 overrides: dict[str, str] | None = None) -> Proc:
         a = self.a
         folder = self.tmp / f"repo-{name.replace('/', '+')}" / MODEL_NAME
@@ -324,7 +324,10 @@ class Systems:
             "name": MODEL_NAME, "kind": "generative", "file": a.gguf.name,
             "context_tokens": context or self.context, "max_sequences": sequences,
             "batch_tokens": batch_tokens, "prefill_chunk_tokens": chunk,
-            "max_step_millis_while_generating": a.step_millis if step_millis else 0,
+            # Unbounded: no step time bound at all (neither a fixed one nor the SLO's, which
+            # also turns the slow-gap budget off): whole prompts in one step.
+            "max_step_millis_while_generating": a.step_millis if bounded else 0,
+            **({} if bounded else {"inter_token_slo_millis": 0}),
             "min_prefill_tokens_per_step": a.min_prefill, "kv_cache": a.kv_cache,
             "decode_threads": a.threads, "batch_threads": a.threads, "thread_poll_level": a.poll,
             # Requests queue here rather than being refused: the load generator measures the wait.
@@ -791,8 +794,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--kv-cache", default="per_sequence", choices=("per_sequence", "shared"),
                     help="tailcut's model.yaml kv_cache")
-    ap.add_argument("--step-millis", type=int, default=60,
-                    help="tailcut's max_step_millis_while_generating (0: no time bound)")
+    ap.add_argument("--step-millis", type=int, default=0,
+                    help="tailcut's max_step_millis_while_generating (0: none of its own; the "
+                         "bound from inter_token_slo_millis less the measured margin applies)")
     ap.add_argument("--min-prefill", type=int, default=16,
                     help="tailcut's min_prefill_tokens_per_step (prompt tokens a step takes even "
                          "past the step time bound)")

@@ -63,8 +63,10 @@ struct GenerationSchedulerOptions {
   // to what the step time fitted on recent steps (BatchCostModel: fixed + per token) says
   // fits beside the generating ones. This is the inter-token latency every running stream
   // sees while new prompts are prefilled (each prefill token costs about as much as one
-  // stream's token), so set it under the inter-token SLO; lower makes new requests' first
-  // token later. 0 = no time bound (only the token budgets above).
+  // stream's token); lower makes new requests' first token later. With
+  // inter_token_slo_millis set, the bound is also never above that SLO less the step-time
+  // margin below, so a fixed bound is needed only to hold steps shorter than the SLO asks.
+  // 0 = none of its own (with no SLO either: no time bound, only the token budgets above).
   int64_t max_step_millis_while_generating = 0;
   // Prompt tokens a step takes at least, whatever the time bound, so that prompts progress
   // when the generating streams alone fill it (their first token would never come).
@@ -89,6 +91,14 @@ struct GenerationSchedulerOptions {
   // gaps seen). Lower per mille keeps the percentile safer and gives fewer first tokens in
   // one step; set it under the percentile the SLO is judged at (5 for a P99). 0 = off: the
   // step time bound and the first-token target alone.
+  //
+  // The SLO also bounds ordinary steps: their prompt tokens are cut so that the predicted
+  // step plus the step-time margin stays within inter_token_slo_millis. The margin is the
+  // 99th percentile of how much longer the streams' gaps were than the fitted step time
+  // predicted (the loop's own work between steps, a preempted thread, the fit's error),
+  // tracked over recent generating steps (stochastic approximation: up 0.99 %, down 0.01 % of
+  // the SLO a step), so a quiet machine gets steps close to the SLO and a noisy one keeps
+  // its distance. It starts at a quarter of the SLO, until steps have been seen.
   int64_t inter_token_slo_millis = 0;
   int32_t slow_gaps_per_mille = 5;
   // Requests waiting for KV space or a free sequence: beyond it Generate() answers
@@ -126,6 +136,10 @@ struct GenerationSchedulerStats {
   int64_t generated_tokens_decoded = 0;
   // Since the start, running sequences moved to a lower id (PackSequenceIds).
   int64_t sequence_moves = 0;
+  // The step time bound in force while streams generate (the smaller of
+  // max_step_millis_while_generating and the SLO less the step-time margin); 0 = none.
+  int64_t step_time_bound_micros = 0;
+  int64_t step_time_margin_micros = 0;
 };
 
 class GenerationScheduler {
@@ -197,8 +211,11 @@ class GenerationScheduler {
   // Prompt tokens this step may take by spending the slow-gap budget (inter_token_slo_millis),
   // with `generating` tokens of running streams in it; 0 when the budget does not allow it.
   int32_t PromptTokensForSlowGapBudget(int32_t generating) const;
-  // Counts a step's `generating` gaps, each `gap_micros` long, into the slow-gap window.
-  void RecordGaps(int32_t generating, int64_t gap_micros);
+  // Counts a step's `generating` gaps, each `gap_micros` long, into the slow-gap window, and
+  // how far the gap overran the `predicted_micros` step time into the step-time margin.
+  void RecordGaps(int32_t generating, int64_t gap_micros, int64_t predicted_micros);
+  // The step time bound while streams generate, in microseconds; 0 = none (Options).
+  int64_t StepTimeBoundMicros() const;
   // Prompt tokens this step needs for target_time_to_first_token_millis (see there), with
   // `generating` tokens of running streams in it.
   int32_t PromptTokensForFirstTokenTarget(const std::vector<Sequence*>& prefilling,
@@ -236,6 +253,9 @@ class GenerationScheduler {
   // over the SLO, both halved whenever the gaps pass the window's size.
   double window_gaps_ = 0;
   double window_slow_gaps_ = 0;
+  // The 99th percentile of (gap - predicted step time), in microseconds (Options:
+  // inter_token_slo_millis).
+  double step_margin_micros_ = 0;
   int64_t last_step_end_micros_ = 0;  // 0 until a step has run.
   int64_t prompt_tokens_decoded_ = 0;
   int64_t generated_tokens_decoded_ = 0;

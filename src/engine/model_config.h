@@ -41,10 +41,11 @@
 //   kv_cache: per_sequence        # or shared (KvCacheLayout: a stream per sequence, or a pool)
 //   batch_tokens: 512             # most tokens in one decode step
 //   prefill_chunk_tokens: 256     # most prompt tokens of one request in one step
-//   max_step_millis_while_generating: 60  # prompt tokens cut to keep steps (inter-token) under
+//   max_step_millis_while_generating: 0   # a fixed step time bound beside the SLO's; 0 = none
 //   min_prefill_tokens_per_step: 16       # ... but at least this many per step
 //   target_time_to_first_token_millis: 400  # ... or more, for a prompt that can still make it
-//   inter_token_slo_millis: 86    # ... or whole prompts, while the running streams' gaps over
+//   inter_token_slo_millis: 86    # steps' prompt tokens cut to keep steps plus the measured
+//                                 # overrun margin within it; or whole prompts, while gaps over
 //   slow_gaps_per_mille: 5        #   this stay within this share (a P99's slack, spent)
 //   max_waiting_requests: 64      # requests waiting to start before 429s
 //   max_queue_delay_millis: 10000 # longest wait for KV space before a 429
@@ -163,7 +164,9 @@ struct GenerativeConfig {
   KvCacheLayout kv_cache_layout = KvCacheLayout::kPerSequence;
   int batch_tokens = 512;     // Most tokens (decode + prefill) in one step.
   int prefill_chunk_tokens = 256;  // Most prompt tokens of one request per step.
-  int max_step_millis_while_generating = 60;  // Step time bound while streams generate; 0 off.
+  // A fixed step time bound while streams generate, beside inter_token_slo_millis less the
+  // measured overrun margin (GenerationSchedulerOptions); 0 = none of its own.
+  int max_step_millis_while_generating = 0;
   int min_prefill_tokens_per_step = 16;       // Prompt tokens a step takes at least.
   int target_time_to_first_token_millis = 400;  // Prefill pace for new prompts; 0 off.
   int inter_token_slo_millis = 86;  // Gaps over it are slow; the budget below spends them.

@@ -647,8 +647,9 @@ class FirstTokenTargetTest : public GenerationSchedulerTest {
                     int32_t per_mille = 0) {
     Load(/*context_tokens=*/2048);
     testing::TimedGenerativeModel* model = UseTimedModel(kFixedMicros, kPerTokenMicros);
+    if (extra_every_ > 0) model->SetExtraMicrosEvery(extra_every_, extra_micros_);
     GenerationSchedulerOptions options;
-    options.max_step_millis_while_generating = 40;
+    options.max_step_millis_while_generating = max_step_millis_;
     options.min_prefill_tokens_per_step = 1;
     options.target_time_to_first_token_millis = target_millis;
     options.inter_token_slo_millis = slo_millis;
@@ -669,6 +670,7 @@ class FirstTokenTargetTest : public GenerationSchedulerTest {
     generating->Release();
     EXPECT_TRUE(arriving->WaitEnd().ok());
     scheduler_->Stop(/*drain=*/false);
+    stats_ = scheduler_->stats();
     // The generating stream is the one sequence in the held step; the other is the arrival.
     const auto steps = model->steps();
     const SequenceId stream = steps.at(before - 1).begin()->first;
@@ -690,6 +692,12 @@ class FirstTokenTargetTest : public GenerationSchedulerTest {
     }
     return run;
   }
+
+  int64_t max_step_millis_ = 40;
+  // Every extra_every_-th step takes extra_micros_ more than fixed + per token (0: none).
+  int extra_every_ = 0;
+  int64_t extra_micros_ = 0;
+  GenerationSchedulerStats stats_;  // At the end of Arrive().
 };
 
 TEST_F(FirstTokenTargetTest, WithoutATargetThePromptTakesWhatTheStepTimeBoundLeaves) {
@@ -742,6 +750,45 @@ TEST_F(FirstTokenTargetTest, TheSlowGapBudgetCapsAStepAndIsSpentOnce) {
   EXPECT_LE(run.longest_step_micros, 2 * 86'000);
   EXPECT_GT(run.longest_step_micros, 86'000);
   EXPECT_GE(run.steps, 40);
+}
+
+// With an inter-token SLO and no fixed bound, steps beside running streams are bounded by the
+// SLO less the step-time margin (the 99th percentile of gaps' overrun of the predicted step
+// time). Here every step takes exactly what the fit predicts, so the margin only decays from
+// its start (a quarter of the SLO, 21.5 ms, by 0.0086 ms a step): the prompt's steps are
+// longer than the 40 ms of a fixed bound, and within the SLO less the margin.
+TEST_F(FirstTokenTargetTest, WithAnSloAloneStepsStayWithinTheSloLessTheStepTimeMargin) {
+  max_step_millis_ = 0;
+  const PrefillRun run = Arrive(/*words=*/50, /*target_millis=*/0, /*slo_millis=*/86,
+                                /*per_mille=*/0);
+  EXPECT_GT(stats_.step_time_margin_micros, 15'000);
+  EXPECT_LT(stats_.step_time_margin_micros, 21'500);
+  EXPECT_NEAR(stats_.step_time_bound_micros, 86'000 - stats_.step_time_margin_micros, 1);
+  EXPECT_GT(run.longest_step_micros, 50'000);
+  EXPECT_LE(run.longest_step_micros, 86'000 - 15'000);
+}
+
+// Every third step overruns the fit by 40 ms (a third of the gaps: far more than 1 %): the
+// margin climbs towards the overrun and the bound falls with it, so the steps that carry the
+// prompt stay short enough that an overrun of the margin's size keeps the gap within the SLO.
+TEST_F(FirstTokenTargetTest, OverrunsOfThePredictedStepTimeShortenTheBound) {
+  max_step_millis_ = 0;
+  extra_every_ = 3;
+  extra_micros_ = 40'000;
+  const PrefillRun run = Arrive(/*words=*/50, /*target_millis=*/0, /*slo_millis=*/86,
+                                /*per_mille=*/0);
+  EXPECT_GT(stats_.step_time_margin_micros, 25'000);
+  EXPECT_NEAR(stats_.step_time_bound_micros, 86'000 - stats_.step_time_margin_micros, 1);
+  // The step times Arrive() adds up are the predicted ones (fixed + per token).
+  EXPECT_LE(run.longest_step_micros, 86'000 - 25'000);
+}
+
+// A fixed bound still applies when it is the smaller.
+TEST_F(FirstTokenTargetTest, AFixedBoundBelowTheSloLessTheMarginWins) {
+  const PrefillRun run = Arrive(/*words=*/50, /*target_millis=*/0, /*slo_millis=*/86,
+                                /*per_mille=*/0);
+  EXPECT_EQ(stats_.step_time_bound_micros, 40'000);
+  EXPECT_LE(run.longest_step_micros, 40'000);
 }
 
 // A prompt waiting for prefill between the ids a step decodes gets a token of that step

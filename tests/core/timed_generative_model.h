@@ -30,6 +30,14 @@ class TimedGenerativeModel final : public GenerativeModel {
         fixed_micros_(fixed_micros),
         micros_per_token_(micros_per_token) {}
 
+  // Every `every`-th Decode() from now on takes `extra_micros` more (a preempted thread, a
+  // noisy neighbour): what the fitted step time cannot predict.
+  void SetExtraMicrosEvery(int every, int64_t extra_micros) {
+    std::lock_guard<std::mutex> lock(mu_);
+    extra_every_ = every;
+    extra_micros_ = extra_micros;
+  }
+
   // Per step, in order: the tokens of each sequence in it.
   std::vector<std::map<SequenceId, int>> steps() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -40,11 +48,17 @@ class TimedGenerativeModel final : public GenerativeModel {
     auto logits = model_->Decode(batch);
     std::map<SequenceId, int> step;
     for (const DecodeEntry& e : batch.entries) ++step[e.sequence];
+    int64_t extra = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       steps_.push_back(std::move(step));
+      if (extra_every_ > 0 && ++since_extra_ == extra_every_) {
+        since_extra_ = 0;
+        extra = extra_micros_;
+      }
     }
-    clock_.AdvanceMicros(fixed_micros_ + micros_per_token_ * static_cast<int64_t>(batch.size()));
+    clock_.AdvanceMicros(fixed_micros_ + micros_per_token_ * static_cast<int64_t>(batch.size()) +
+                         extra);
     return logits;
   }
 
@@ -94,8 +108,11 @@ class TimedGenerativeModel final : public GenerativeModel {
   ManualClock& clock_;
   const int64_t fixed_micros_;
   const int64_t micros_per_token_;
-  mutable std::mutex mu_;  // Guards steps_.
+  mutable std::mutex mu_;  // Guards steps_ and the extra time.
   std::vector<std::map<SequenceId, int>> steps_;
+  int extra_every_ = 0;
+  int64_t extra_micros_ = 0;
+  int since_extra_ = 0;
 };
 
 }  // namespace testing
