@@ -7,13 +7,18 @@ namespace tailcut {
 
 BatchCostModel::BatchCostModel(const BatchCostModelOptions& options)
     : weight_(1.0 / static_cast<double>(std::max<int64_t>(1, options.memory_batches))),
-      margin_step_(static_cast<double>(std::max<int64_t>(1, options.margin_step_micros))) {}
+      margin_step_(static_cast<double>(std::max<int64_t>(1, options.margin_step_micros))),
+      min_margin_micros_(static_cast<double>(options.min_margin_micros)),
+      max_margin_micros_(static_cast<double>(options.max_margin_micros)),
+      margin_micros_(std::clamp(static_cast<double>(options.initial_margin_micros),
+                                min_margin_micros_, max_margin_micros_)) {}
 
 void BatchCostModel::ObserveWait(int64_t estimated_micros, int64_t actual_micros) {
   // Stochastic approximation of the 0.99 quantile: at equilibrium 1 % of the tasks exceed
   // it, since then the expected move 0.01 x 0.99 - 0.99 x 0.01 is zero.
   const double excess = static_cast<double>(actual_micros - estimated_micros);
   margin_micros_ += excess > margin_micros_ ? 0.99 * margin_step_ : -0.01 * margin_step_;
+  margin_micros_ = std::clamp(margin_micros_, min_margin_micros_, max_margin_micros_);
 }
 
 void BatchCostModel::Observe(int64_t padded_tokens, int64_t tokens, int64_t micros) {

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace tailcut {
 
@@ -45,6 +46,12 @@ struct BatchCostModelOptions {
   // longer than estimated plus the margin, down 0.01 x this otherwise. Larger follows
   // changes sooner and jitters more; about 1/200 of the queue-delay bound.
   int64_t margin_step_micros = 1000;
+  // Where the wait margin starts, before any wait is observed, and the range it is held in
+  // (the defaults: from 0, unbounded both ways). A user whose margin must never promise more
+  // than its estimate (GenerationScheduler's step-time margin) holds it at 0 or above.
+  int64_t initial_margin_micros = 0;
+  int64_t min_margin_micros = std::numeric_limits<int64_t>::min();
+  int64_t max_margin_micros = std::numeric_limits<int64_t>::max();
 };
 
 class BatchCostModel {
@@ -88,7 +95,9 @@ class BatchCostModel {
 
   double weight_;  // 1 / memory_batches.
   double margin_step_;
-  double margin_micros_ = 0;
+  double min_margin_micros_;
+  double max_margin_micros_;
+  double margin_micros_;
   int64_t samples_ = 0;
   // Exponentially weighted moments of x = padded tokens, y = micros.
   double mean_x_ = 0, mean_y_ = 0, mean_xx_ = 0, mean_xy_ = 0;

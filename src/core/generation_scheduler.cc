@@ -13,6 +13,20 @@ namespace {
 
 double Seconds(int64_t micros) { return static_cast<double>(micros) / 1e6; }
 
+// The step cost model. Its wait margin is the step-time margin (Options:
+// inter_token_slo_millis): the 99th percentile of how far the streams' gaps overran the
+// predicted step time, moved by 1 % of the SLO a step (across its range in a few hundred
+// steps, seconds of generation), starting at a quarter of the SLO and held between 0 and half
+// of it.
+BatchCostModelOptions StepCostOptions(int64_t slo_millis) {
+  BatchCostModelOptions o;
+  o.margin_step_micros = slo_millis * 10;
+  o.initial_margin_micros = slo_millis * 250;
+  o.min_margin_micros = 0;
+  o.max_margin_micros = slo_millis * 500;
+  return o;
+}
+
 // Bytes at the end of `text` that start a UTF-8 character without completing it (0 .. 3): a
 // token may end inside a character whose other bytes the next token brings.
 size_t IncompleteUtf8Tail(const std::string& text) {
@@ -82,17 +96,17 @@ struct GenerationScheduler::Sequence {
   std::string finish_reason;
 };
 
-GenerationScheduler::GenerationScheduler(GenerativeModel* model,
-                                         GenerationSchedulerOptions options, const Clock& clock)
+GenerationScheduler::GenerationScheduler(GenerativeModel* model, GenerationSchedulerOptions options,
+                                         const Clock& clock)
     : model_(model),
       options_(std::move(options)),
       clock_(clock),
       // At least one decode entry per sequence fits a step (when the model's batch allows).
       step_tokens_(std::min(model->batch_tokens(),
-                            std::max(options_.max_tokens_per_step > 0
-                                         ? options_.max_tokens_per_step
-                                         : model->batch_tokens(),
-                                     model->max_sequences()))) {
+                            std::max(options_.max_tokens_per_step > 0 ? options_.max_tokens_per_step
+                                                                      : model->batch_tokens(),
+                                     model->max_sequences()))),
+      step_cost_(StepCostOptions(options_.inter_token_slo_millis)) {
   for (SequenceId id = model_->max_sequences() - 1; id >= 0; --id) free_ids_.push_back(id);
   kept_tokens_.resize(static_cast<size_t>(model_->max_sequences()));
   freed_micros_.assign(static_cast<size_t>(model_->max_sequences()), 0);
@@ -101,7 +115,6 @@ GenerationScheduler::GenerationScheduler(GenerativeModel* model,
     options_.metrics->kv_capacity_cells->Inc(static_cast<double>(model_->context_tokens()));
   }
   published_.kv_capacity_cells = model_->context_tokens();
-  step_margin_micros_ = static_cast<double>(options_.inter_token_slo_millis) * 1000 / 4;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -614,16 +627,8 @@ void GenerationScheduler::AddGapFillers(std::span<Sequence* const> unchunked, De
 void GenerationScheduler::RecordGaps(int32_t generating, int64_t gap_micros,
                                      int64_t predicted_micros) {
   if (options_.inter_token_slo_millis <= 0) return;
-  if (predicted_micros > 0) {
-    // Stochastic approximation of the 99th percentile: above it 1 % of the time, the ups
-    // (0.99 x step) and downs (0.01 x step) balance. A step of 1 % of the SLO moves the
-    // margin across its range in a few hundred steps (seconds of generation).
-    const double step = static_cast<double>(options_.inter_token_slo_millis) * 10;
-    const auto overrun = static_cast<double>(gap_micros - predicted_micros);
-    step_margin_micros_ += overrun > step_margin_micros_ ? 0.99 * step : -0.01 * step;
-    step_margin_micros_ = std::clamp(step_margin_micros_, 0.0,
-                                     static_cast<double>(options_.inter_token_slo_millis) * 500);
-  }
+  // The step-time margin is the step cost model's wait margin (StepCostOptions).
+  if (predicted_micros > 0) step_cost_.ObserveWait(predicted_micros, gap_micros);
   constexpr double kWindowGaps = 4000;
   window_gaps_ += generating;
   if (gap_micros > options_.inter_token_slo_millis * 1000) window_slow_gaps_ += generating;
@@ -636,8 +641,8 @@ void GenerationScheduler::RecordGaps(int32_t generating, int64_t gap_micros,
 int64_t GenerationScheduler::StepTimeBoundMicros() const {
   int64_t bound = options_.max_step_millis_while_generating * 1000;
   if (options_.inter_token_slo_millis > 0) {
-    const auto from_slo = static_cast<int64_t>(
-        static_cast<double>(options_.inter_token_slo_millis) * 1000 - step_margin_micros_);
+    const int64_t from_slo =
+        options_.inter_token_slo_millis * 1000 - step_cost_.wait_margin_micros();
     bound = bound > 0 ? std::min(bound, from_slo) : from_slo;
   }
   return std::max<int64_t>(bound, 0);
@@ -791,7 +796,7 @@ void GenerationScheduler::PublishStats() {
     stats_.prompt_tokens_decoded = prompt_tokens_decoded_;
     stats_.generated_tokens_decoded = generated_tokens_decoded_;
     stats_.step_time_bound_micros = StepTimeBoundMicros();
-    stats_.step_time_margin_micros = static_cast<int64_t>(step_margin_micros_);
+    stats_.step_time_margin_micros = step_cost_.wait_margin_micros();
     s = stats_;
   }
   if (options_.metrics) {

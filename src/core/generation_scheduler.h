@@ -248,14 +248,13 @@ class GenerationScheduler {
 
   // The step loop's own; no lock.
   std::vector<std::unique_ptr<Sequence>> running_;
-  BatchCostModel step_cost_;  // Step time against the tokens in the step.
+  // Step time against the tokens in the step; its wait margin is the step-time margin
+  // (StepCostOptions).
+  BatchCostModel step_cost_;
   // The slow-gap window (inter_token_slo_millis): gaps of generating streams seen, and those
   // over the SLO, both halved whenever the gaps pass the window's size.
   double window_gaps_ = 0;
   double window_slow_gaps_ = 0;
-  // The 99th percentile of (gap - predicted step time), in microseconds (Options:
-  // inter_token_slo_millis).
-  double step_margin_micros_ = 0;
   int64_t last_step_end_micros_ = 0;  // 0 until a step has run.
   int64_t prompt_tokens_decoded_ = 0;
   int64_t generated_tokens_decoded_ = 0;
