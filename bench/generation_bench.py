@@ -53,7 +53,8 @@ arrival, the most streams open during one) and, for tailcut, the same count by t
 own histogram (`server_inter_token`): equal counts mean slow steps, more on the client's side
 a slow way out. With --repeats K each point runs K times (fresh prompts, the same for every
 system, the systems' order rotated) and is reported as the median, with the P99s' range: at
-these rates a 30 s point holds 4-32 requests, and its P99 is close to its worst request.
+these rates a 30 s point holds 4-32 requests, and its P99 is close to its worst request; so
+the point also has the P99s over all its runs' requests together (`pooled`: pooled_tail).
 
 Phases:
   sweep   every system at each of --rates
