@@ -1,5 +1,7 @@
 #include "core/generation_scheduler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -529,6 +531,10 @@ void GenerationScheduler::Step() {
                predicted_micros);
   }
   last_step_end_micros_ = step_end;
+  if (spdlog::should_log(spdlog::level::trace)) {
+    TraceStep(step_end - step_start, predicted_micros, max_step_micros, generating, chunks,
+              prefilling.size(), now);
+  }
   if (!logits.ok()) {
     // Admission reserved every cell, so this is a bug or an engine failure: end the
     // sequences in the batch rather than retrying forever.
@@ -575,6 +581,26 @@ void GenerationScheduler::Step() {
     end.finish_reason = seq->finish_reason;
     Finish(std::move(seq), std::move(end));
   }
+}
+
+void GenerationScheduler::TraceStep(int64_t micros, int64_t predicted_micros, int64_t bound_micros,
+                                    int32_t generating,
+                                    const std::vector<std::pair<Sequence*, int32_t>>& chunks,
+                                    size_t prefilling, int64_t now) const {
+  // Per chunk: the request's age at the step's start in ms, the tokens the step took of it,
+  // and what was left of its prompt before the step.
+  std::string parts;
+  for (const auto& [seq, n] : chunks) {
+    if (!parts.empty()) parts += ' ';
+    parts += std::to_string((now - seq->request->call_micros) / 1000) + "ms:" + std::to_string(n) +
+             "/" + std::to_string(seq->request->prompt.size() - seq->prefilled);
+  }
+  spdlog::trace(
+      "generation step {}/{}: {} us (predicted {}, bound {}, margin {}), {} generating, "
+      "{} prompts prefilling, chunks [{}], slow-gap window {:.0f} of {:.0f}",
+      options_.model_name, options_.variant_name, micros, predicted_micros, bound_micros,
+      step_cost_.wait_margin_micros(), generating, prefilling, parts, window_slow_gaps_,
+      window_gaps_);
 }
 
 void GenerationScheduler::PackSequenceIds(int64_t now) {

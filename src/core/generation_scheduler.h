@@ -220,6 +220,13 @@ class GenerationScheduler {
   // `generating` tokens of running streams in it.
   int32_t PromptTokensForFirstTokenTarget(const std::vector<Sequence*>& prefilling,
                                           int32_t generating, int64_t now) const;
+  // At log level trace, one line per step: its time against the prediction and the bound,
+  // the generating streams, and each prompt chunk with its request's age (what explains a
+  // first token's time; `--log.level trace`). Called after the step, before the chunks are
+  // counted as prefilled; `now` is the step's start.
+  void TraceStep(int64_t micros, int64_t predicted_micros, int64_t bound_micros, int32_t generating,
+                 const std::vector<std::pair<Sequence*, int32_t>>& chunks, size_t prefilling,
+                 int64_t now) const;
   // Samples the token after `seq`'s last decoded one and streams its text; true when the
   // sequence finished with it.
   bool Advance(Sequence& seq, std::span<const float> logits, int64_t now);

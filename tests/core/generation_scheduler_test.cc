@@ -8,6 +8,8 @@
 #include "core/generation_scheduler.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -789,6 +791,34 @@ TEST_F(FirstTokenTargetTest, AFixedBoundBelowTheSloLessTheMarginWins) {
                                 /*per_mille=*/0);
   EXPECT_EQ(stats_.step_time_bound_micros, 40'000);
   EXPECT_LE(run.longest_step_micros, 40'000);
+}
+
+// At log level trace the step loop writes a line per step (GenerationScheduler::TraceStep):
+// here the prompt's one prefill step, then the decode step of its one generated token.
+TEST_F(GenerationSchedulerTest, AtTraceLevelEachStepIsLoggedWithItsChunks) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>("trace-test", sink);
+  logger->set_level(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+  Start();
+  auto end = Run(Greedy("The sea is", 2))->WaitEnd();
+  scheduler_->Stop(/*drain=*/false);
+  spdlog::set_default_logger(previous);
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  const std::vector<std::string> lines = sink->last_formatted();
+  std::vector<std::string> steps;
+  for (const std::string& line : lines) {
+    if (line.find("generation step smol/q4_1") != std::string::npos) steps.push_back(line);
+  }
+  ASSERT_EQ(steps.size(), 2u);
+  const std::string prompt = std::to_string(end->usage.prompt_tokens);
+  EXPECT_NE(steps[0].find("0 generating, 1 prompts prefilling, chunks [0ms:" + prompt + "/" +
+                          prompt + "]"),
+            std::string::npos)
+      << steps[0];
+  EXPECT_NE(steps[1].find("1 generating, 0 prompts prefilling, chunks []"), std::string::npos)
+      << steps[1];
 }
 
 // A prompt waiting for prefill between the ids a step decodes gets a token of that step
