@@ -368,10 +368,15 @@ def pct(values: list[float], q: float) -> float | None:
     return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))]
 
 
-def stream_stats(samples: list[dict]) -> dict:
+def answered(samples: list[dict]) -> tuple[list[dict], list[float], list[float]]:
+    """The answered samples, their first-token times (those that got a token) and all their
+    inter-token gaps."""
     ok = [s for s in samples if s["status"] == 200]
-    ttft = [s["ttft_ms"] for s in ok if s["ttft_ms"] >= 0]
-    gaps = [g for s in ok for g in s["gaps_ms"]]
+    return ok, [s["ttft_ms"] for s in ok if s["ttft_ms"] >= 0], [g for s in ok for g in s["gaps_ms"]]
+
+
+def stream_stats(samples: list[dict]) -> dict:
+    ok, ttft, gaps = answered(samples)
     return {"n": len(samples), "ok": len(ok), "ttft_p50_ms": pct(ttft, 0.5), "ttft_p99_ms": pct(ttft, 0.99),
             "itl_p50_ms": pct(gaps, 0.5), "itl_p99_ms": pct(gaps, 0.99)}
 
@@ -504,9 +509,7 @@ def pooled_tail(runs_samples: list[list[dict]]) -> dict:
     median of three such P99s moved by 1.5x between identical runs (2026-12-06); over the runs
     pooled it is the ~2nd slowest of 135. Kept beside the medians, not instead: the spread
     between runs is what the repeats measure. The samples themselves stay out of the JSON."""
-    ok = [s for samples in runs_samples for s in samples if s["status"] == 200]
-    ttft = [s["ttft_ms"] for s in ok if s["ttft_ms"] >= 0]
-    gaps = [g for s in ok for g in s["gaps_ms"]]
+    _, ttft, gaps = answered([s for samples in runs_samples for s in samples])
     return {"requests": len(ttft), "ttft_p99_ms": pct(ttft, 0.99), "itl_p99_ms": pct(gaps, 0.99),
             "gaps": len(gaps), "gaps_over_slo": sum(g > ITL_SLO_MS for g in gaps)}
 
