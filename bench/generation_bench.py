@@ -54,7 +54,9 @@ own histogram (`server_inter_token`): equal counts mean slow steps, more on the 
 a slow way out. With --repeats K each point runs K times (fresh prompts, the same for every
 system, the systems' order rotated) and is reported as the median, with the P99s' range: at
 these rates a 30 s point holds 4-32 requests, and its P99 is close to its worst request; so
-the point also has the P99s over all its runs' requests together (`pooled`: pooled_tail).
+the point also has the P99s over all its runs' requests together (`pooled`: pooled_tail),
+and for runs of two minutes or more the same split at 60 s after the first arrival
+(`first_minute`, `after_first_minute`).
 
 Phases:
   sweep   every system at each of --rates
@@ -499,6 +501,8 @@ def run_point(systems: Systems, name: str, workload: Path, rate: float, start: i
     return row
 
 
+FIRST_MINUTE_S = 60.0  # pooled_tail's split of long runs
+
 MEDIAN_FIELDS = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tokens_per_s",
                  "requests_per_s", "cpu_s_per_request", "cpu_per_s", "peak_rss_mb", "send_lag_p99_ms")
 
@@ -510,8 +514,23 @@ def pooled_tail(runs_samples: list[list[dict]]) -> dict:
     pooled it is the ~2nd slowest of 135. Kept beside the medians, not instead: the spread
     between runs is what the repeats measure. The samples themselves stay out of the JSON."""
     _, ttft, gaps = answered([s for samples in runs_samples for s in samples])
-    return {"requests": len(ttft), "ttft_p99_ms": pct(ttft, 0.99), "itl_p99_ms": pct(gaps, 0.99),
-            "gaps": len(gaps), "gaps_over_slo": sum(g > ITL_SLO_MS for g in gaps)}
+    pooled = {"requests": len(ttft), "ttft_p99_ms": pct(ttft, 0.99), "itl_p99_ms": pct(gaps, 0.99),
+              "gaps": len(gaps), "gaps_over_slo": sum(g > ITL_SLO_MS for g in gaps)}
+    # A server's first minute is its own regime (its step-time margin and slow-gap budget
+    # start cautious; tailcut's tail came from there on 2026-12-06), so runs longer than two
+    # minutes also report it apart from the rest.
+    if all(s and max(x["scheduled_s"] for x in s) - min(x["scheduled_s"] for x in s) >= 2 * FIRST_MINUTE_S
+           for s in runs_samples):
+        for name, first in (("first_minute", True), ("after_first_minute", False)):
+            part = []
+            for samples in runs_samples:
+                start = min(x["scheduled_s"] for x in samples)
+                part += [x for x in samples if (x["scheduled_s"] - start < FIRST_MINUTE_S) == first]
+            _, t, g = answered(part)
+            pooled[name] = {"requests": len(t), "ttft_p95_ms": pct(t, 0.95), "ttft_p99_ms": pct(t, 0.99),
+                            "ttft_max_ms": max(t, default=None), "itl_p99_ms": pct(g, 0.99),
+                            "gaps_over_slo": sum(x > ITL_SLO_MS for x in g)}
+    return pooled
 
 
 def merge_repeats(runs: list[dict]) -> dict:
@@ -520,6 +539,12 @@ def merge_repeats(runs: list[dict]) -> dict:
     over all the runs' requests together (pooled_tail); counts and errors summed, the SLO
     judged on the medians; every run kept under "runs"."""
     pooled = pooled_tail([r.pop("_samples") for r in runs])
+    if "first_minute" in pooled:
+        a, b = pooled["first_minute"], pooled["after_first_minute"]
+        print(f"  {runs[0]['system']:17} {runs[0]['offered_rate']:6.3f} req/s, first {FIRST_MINUTE_S:.0f} s / "
+              f"after: TTFT P99 {a['ttft_p99_ms'] or 0:.0f} / {b['ttft_p99_ms'] or 0:.0f} ms, max "
+              f"{a['ttft_max_ms'] or 0:.0f} / {b['ttft_max_ms'] or 0:.0f} ms, ITL P99 "
+              f"{a['itl_p99_ms'] or 0:.1f} / {b['itl_p99_ms'] or 0:.1f} ms", flush=True)
     if len(runs) == 1:
         runs[0]["pooled"] = pooled
         return runs[0]

@@ -22,7 +22,7 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
       cached_prompt_tokens_(r.AddCounter(
           "tailcut_generation_cached_prompt_tokens_total",
           "Prompt tokens of admitted generation requests found in the KV cache (a prefix kept "
-          "from an earlier request), not prefilled again",
+          "from an earlier request, or copied from another sequence), not prefilled again",
           {"model"})),
       generated_tokens_(
           r.AddCounter("tailcut_generation_generated_tokens_total", "Tokens generated", {"model"})),
@@ -37,6 +37,11 @@ GenerationMetricFamilies::GenerationMetricFamilies(MetricsRegistry& r)
           "tailcut_generation_sequence_moves_total",
           "Running sequences moved down to a free sequence id, their KV stream copied, so "
           "that a step's sequence ids stay consecutive (one pass of the model per step)",
+          {"model"})),
+      prefix_copies_(r.AddCounter(
+          "tailcut_generation_prompt_prefix_copies_total",
+          "Admitted requests whose prompt prefix (a common system prompt) was copied from "
+          "another sequence's KV cache instead of prefilled again",
           {"model"})),
       running_(r.AddGauge("tailcut_generation_running_sequences",
                           "Sequences in the running set (generating or prefilling)", {"model"})),
@@ -79,6 +84,7 @@ GenerationMetrics GenerationMetricFamilies::ForModel(const std::string& model,
   m.cancellations = &cancellations_.WithLabels({model});
   m.rejected = &rejected_.WithLabels({model});
   m.sequence_moves = &sequence_moves_.WithLabels({model});
+  m.prefix_copies = &prefix_copies_.WithLabels({model});
   m.running_sequences = &running_.WithLabels({model});
   m.waiting_requests = &waiting_.WithLabels({model});
   m.kv_used_cells = &kv_used_.WithLabels({model});

@@ -27,6 +27,7 @@ struct GenerationMetrics {
   Counter* cancellations;  // Ended because the client went away.
   Counter* rejected;       // Refused with kResourceExhausted (queue full or waited too long).
   Counter* sequence_moves;  // Running sequences moved to a lower id (KV stream copied).
+  Counter* prefix_copies;   // Prompt prefixes copied from another sequence's KV cache.
   Gauge* running_sequences;
   Gauge* waiting_requests;
   Gauge* kv_used_cells;      // Includes the tokens finished sequences keep for reuse.
@@ -62,6 +63,7 @@ class GenerationMetricFamilies {
   Family<Counter>& cancellations_;
   Family<Counter>& rejected_;
   Family<Counter>& sequence_moves_;
+  Family<Counter>& prefix_copies_;
   Family<Gauge>& running_;
   Family<Gauge>& waiting_;
   Family<Gauge>& kv_used_;

@@ -136,6 +136,9 @@ struct GenerationSchedulerStats {
   int64_t generated_tokens_decoded = 0;
   // Since the start, running sequences moved to a lower id (PackSequenceIds).
   int64_t sequence_moves = 0;
+  // Since the start, admitted requests whose prompt prefix was copied from another sequence's
+  // KV cache rather than prefilled (a burst beyond the sequences that kept one).
+  int64_t prefix_copies = 0;
   // The step time bound in force while streams generate (the smaller of
   // max_step_millis_while_generating and the SLO less the step-time margin); 0 = none.
   int64_t step_time_bound_micros = 0;
@@ -180,6 +183,15 @@ class GenerationScheduler {
   // Under mu_: the free sequence id for `prompt` (as index into free_ids_) and how many of its
   // kept tokens the prompt reuses.
   std::pair<size_t, int32_t> PickSequenceLocked(const std::vector<TokenId>& prompt) const;
+  // Under mu_, for `seq` just given its free id: when a running sequence, or one admitted
+  // before it in this round (`admitted`), caches a longer prefix of its prompt than its own
+  // kept tokens, copies that prefix into it (GenerativeModel::CopyPrefix) instead of
+  // prefilling it again. The free ids hold only what finished requests left, so in a burst
+  // of more requests than warm ids each new one started from an empty stream and prefilled
+  // the chat template's system prompt once more (about 20 tokens for SmolLM2, a step or two
+  // while streams generate).
+  void CopyLongerPrefixLocked(Sequence& seq,
+                              const std::vector<std::unique_ptr<Sequence>>& admitted);
   // Under mu_: KV cells held by idle sequences' kept tokens other than free_ids_[except]
   // (shared layout only; 0 otherwise).
   int32_t IdleCellsLocked(size_t except) const;

@@ -307,6 +307,70 @@ TEST_F(GenerationSchedulerTest, APromptSharingAPrefixReusesTheKeptTokensAndAnswe
   EXPECT_EQ(again_end->usage.prompt_tokens, reference_end->usage.prompt_tokens);
 }
 
+// A burst beyond the warm sequences: the new request's free sequence has kept nothing, but a
+// running one holds the same system prompt, so that prefix is copied into it (its KV stream
+// copied, or in one pool its cells shared) instead of prefilled.
+TEST_F(GenerationSchedulerTest, ARequestInABurstCopiesTheSystemPromptFromARunningSequence) {
+  for (const KvCacheLayout layout : {KvCacheLayout::kPerSequence, KvCacheLayout::kShared}) {
+    SCOPED_TRACE(layout == KvCacheLayout::kPerSequence ? "per sequence" : "shared");
+    scheduler_.reset();
+    model_.reset();
+    Load(/*context_tokens=*/1024, /*max_sequences=*/4, layout);
+    GenerationSchedulerOptions options;
+    options.metrics = &metrics_;
+    Start(options);
+    const std::string system =
+        "You are a careful assistant. Answer in one short sentence, in plain English, without "
+        "lists, and say so when you do not know.";
+    auto chat = [&](const std::string& question, int32_t max_tokens) {
+      return GreedyChat({{"system", system}, {"user", question}}, max_tokens);
+    };
+    // The reference, on an empty cache; then its sequence is busy with another question.
+    auto reference = Run(chat("What colour is the sky?", 12));
+    auto reference_end = reference->WaitEnd();
+    ASSERT_TRUE(reference_end.ok()) << reference_end.status().ToString();
+    EXPECT_EQ(reference_end->usage.cached_prompt_tokens, 0);
+    auto busy = Run(chat("What is the capital of France?", 16), /*hold=*/true);
+    ASSERT_TRUE(busy->WaitHolding());
+    const double copies_before = metrics_.prefix_copies->value();
+    auto burst = Run(chat("What colour is the sky?", 12));
+    busy->Release();
+    auto burst_end = burst->WaitEnd();
+    ASSERT_TRUE(burst_end.ok()) << burst_end.status().ToString();
+    ASSERT_TRUE(busy->WaitEnd().ok());
+    // The system prompt and the user turn's opening came from the busy sequence: more than
+    // the 25 tokens of the system prompt alone, fewer than the whole prompt (the questions
+    // differ).
+    EXPECT_GT(burst_end->usage.cached_prompt_tokens, 25);
+    EXPECT_LT(burst_end->usage.cached_prompt_tokens, burst_end->usage.prompt_tokens - 1);
+    // The copied cells hold what the reference computed (the busy request reused them), so
+    // the answer is the same; in one pool answers may differ slightly with the batch anyway.
+    if (layout == KvCacheLayout::kPerSequence) {
+      EXPECT_EQ(burst->text(), reference->text());
+    }
+    EXPECT_EQ(metrics_.prefix_copies->value(), copies_before + 1);
+    EXPECT_GE(scheduler_->stats().prefix_copies, 1);
+  }
+}
+
+// Without prefix reuse nothing is copied either: every prompt is prefilled whole.
+TEST_F(GenerationSchedulerTest, WithoutPrefixReuseNothingIsCopied) {
+  GenerationSchedulerOptions options;
+  options.metrics = &metrics_;
+  options.reuse_prompt_prefix = false;
+  Start(options);
+  auto busy = Run(Greedy("The capital of France is Paris. The capital of Spain is", 16),
+                  /*hold=*/true);
+  ASSERT_TRUE(busy->WaitHolding());
+  auto burst = Run(Greedy("The capital of France is Paris. The capital of Italy is", 4));
+  busy->Release();
+  auto burst_end = burst->WaitEnd();
+  ASSERT_TRUE(burst_end.ok()) << burst_end.status().ToString();
+  ASSERT_TRUE(busy->WaitEnd().ok());
+  EXPECT_EQ(burst_end->usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(scheduler_->stats().prefix_copies, 0);
+}
+
 TEST_F(GenerationSchedulerTest, ARepeatedPromptPrefillsOnlyItsLastToken) {
   GenerationSchedulerOptions options;
   options.metrics = &metrics_;
