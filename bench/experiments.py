@@ -81,16 +81,7 @@ class Tailcut(rb.Server):
             return r.read().decode()
 
     def metric(self, name: str, **labels) -> float:
-        total = 0.0
-        for line in self.metrics().splitlines():
-            if not line.startswith(name) or line.startswith("#"):
-                continue
-            head, _, val = line.rpartition(" ")
-            if head.split("{")[0] != name:
-                continue
-            if all(f'{k}="{v}"' in head for k, v in labels.items()):
-                total += float(val)
-        return total
+        return metric_total(self.metrics(), name, **labels) or 0.0
 
     def rss_kb(self, key: str = "VmRSS") -> int:
         return rb.vm_kb(rb.process_tree(self.proc.pid), key)
@@ -587,6 +578,21 @@ def redis_flush(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port)) as c:
         c.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
         c.recv(64)
+
+
+def metric_total(text: str, name: str, **labels) -> float | None:
+    """The sum of a Prometheus metric's samples carrying `labels`; None when it has none (a
+    server that does not export it)."""
+    total = None
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, val = line.rpartition(" ")
+        if head.split("{")[0] != name:
+            continue
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total = (total or 0.0) + float(val)
+    return total
 
 
 def hist_buckets(text: str, name: str, labels: dict) -> dict[float, float]:

@@ -519,14 +519,12 @@ def pooled_tail(runs_samples: list[list[dict]]) -> dict:
     # A server's first minute is its own regime (its step-time margin and slow-gap budget
     # start cautious; tailcut's tail came from there on 2026-12-06), so runs longer than two
     # minutes also report it apart from the rest.
-    if all(s and max(x["scheduled_s"] for x in s) - min(x["scheduled_s"] for x in s) >= 2 * FIRST_MINUTE_S
-           for s in runs_samples):
+    spans = [(min(x["scheduled_s"] for x in s), max(x["scheduled_s"] for x in s)) if s else (0.0, 0.0)
+             for s in runs_samples]
+    if all(end - start >= 2 * FIRST_MINUTE_S for start, end in spans):
         for name, first in (("first_minute", True), ("after_first_minute", False)):
-            part = []
-            for samples in runs_samples:
-                start = min(x["scheduled_s"] for x in samples)
-                part += [x for x in samples if (x["scheduled_s"] - start < FIRST_MINUTE_S) == first]
-            _, t, g = answered(part)
+            _, t, g = answered([x for samples, (start, _) in zip(runs_samples, spans) for x in samples
+                                if (x["scheduled_s"] - start < FIRST_MINUTE_S) == first])
             pooled[name] = {"requests": len(t), "ttft_p95_ms": pct(t, 0.95), "ttft_p99_ms": pct(t, 0.99),
                             "ttft_max_ms": max(t, default=None), "itl_p99_ms": pct(g, 0.99),
                             "gaps_over_slo": sum(x > ITL_SLO_MS for x in g)}
@@ -824,6 +822,34 @@ def targets(results: dict) -> dict:
     return out
 
 
+def add_server_options(ap: argparse.ArgumentParser) -> None:
+    """The options Systems starts the servers with (also bench/prefix_burst_bench.py's)."""
+    ap.add_argument("--parallel", type=int, default=8, help="sequences at once (tailcut, llama-server)")
+    ap.add_argument("--slot-tokens", type=int, default=1280, help="KV cells per sequence")
+    ap.add_argument("--prefill-chunk", type=int, default=256, help="tailcut's prefill_chunk_tokens")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--kv-cache", default="per_sequence", choices=("per_sequence", "shared"),
+                    help="tailcut's model.yaml kv_cache")
+    ap.add_argument("--step-millis", type=int, default=0,
+                    help="tailcut's max_step_millis_while_generating (0: none of its own; the "
+                         "bound from inter_token_slo_millis less the measured margin applies)")
+    ap.add_argument("--min-prefill", type=int, default=16,
+                    help="tailcut's min_prefill_tokens_per_step (prompt tokens a step takes even "
+                         "past the step time bound)")
+    ap.add_argument("--poll", type=int, default=0,
+                    help="tailcut's thread_poll_level (llama-server's default is 50)")
+    ap.add_argument("--gguf", type=Path, default=DEFAULT_GGUF)
+    ap.add_argument("--tailcut", type=Path, default=BUILD / "tailcut")
+    ap.add_argument("--tailcut-base", type=Path, default=None,
+                    help="the binary the tailcut-base system runs (another build of tailcut)")
+    ap.add_argument("--loadgen", type=Path, default=BUILD / "tailcut-loadgen")
+    ap.add_argument("--llama-server", type=Path,
+                    default=Path(os.environ.get("LLAMA_SERVER", REPO / "build-llama-server" / "bin" / "llama-server")))
+    ap.add_argument("--llama-cpp-python", type=Path, default=REPO / "build-llama-cpp-python",
+                    help="bench/build_llama_cpp_python.sh's folder")
+    ap.add_argument("--qqp", type=Path, default=DEFAULT_QQP)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -846,31 +872,8 @@ def main() -> int:
                     help="closed-loop clients of the saturation phase (0 skips it)")
     ap.add_argument("--saturation-seconds", type=float, default=30)
     ap.add_argument("--saturation-systems", default="tailcut,tailcut-serial")
-    ap.add_argument("--parallel", type=int, default=8, help="sequences at once (tailcut, llama-server)")
-    ap.add_argument("--slot-tokens", type=int, default=1280, help="KV cells per sequence")
-    ap.add_argument("--prefill-chunk", type=int, default=256, help="tailcut's prefill_chunk_tokens")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--kv-cache", default="per_sequence", choices=("per_sequence", "shared"),
-                    help="tailcut's model.yaml kv_cache")
-    ap.add_argument("--step-millis", type=int, default=0,
-                    help="tailcut's max_step_millis_while_generating (0: none of its own; the "
-                         "bound from inter_token_slo_millis less the measured margin applies)")
-    ap.add_argument("--min-prefill", type=int, default=16,
-                    help="tailcut's min_prefill_tokens_per_step (prompt tokens a step takes even "
-                         "past the step time bound)")
-    ap.add_argument("--poll", type=int, default=0,
-                    help="tailcut's thread_poll_level (llama-server's default is 50)")
+    add_server_options(ap)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--gguf", type=Path, default=DEFAULT_GGUF)
-    ap.add_argument("--tailcut", type=Path, default=BUILD / "tailcut")
-    ap.add_argument("--tailcut-base", type=Path, default=None,
-                    help="the binary the tailcut-base system runs (another build of tailcut)")
-    ap.add_argument("--loadgen", type=Path, default=BUILD / "tailcut-loadgen")
-    ap.add_argument("--llama-server", type=Path,
-                    default=Path(os.environ.get("LLAMA_SERVER", REPO / "build-llama-server" / "bin" / "llama-server")))
-    ap.add_argument("--llama-cpp-python", type=Path, default=REPO / "build-llama-cpp-python",
-                    help="bench/build_llama_cpp_python.sh's folder")
-    ap.add_argument("--qqp", type=Path, default=DEFAULT_QQP)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()

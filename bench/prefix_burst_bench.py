@@ -32,7 +32,6 @@ import argparse
 import http.client
 import json
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import experiments  # noqa: E402  (its Prometheus reader)
 import generation_bench as gb  # noqa: E402  (its servers, request bodies and percentiles)
 import make_workloads  # noqa: E402
 
@@ -102,11 +102,7 @@ def metrics(port: int) -> dict[str, float | None]:
         text = conn.getresponse().read().decode(errors="replace")
     except OSError:
         text = ""
-    out: dict[str, float | None] = {}
-    for name in METRICS:
-        values = [float(v) for v in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", text, re.M)]
-        out[name] = sum(values) if values else None
-    return out
+    return {name: experiments.metric_total(text, name) for name in METRICS}
 
 
 def burst_run(systems: gb.Systems, name: str, background: list[str], burst: list[str],
@@ -167,21 +163,9 @@ def main() -> int:
     ap.add_argument("--background-warm", type=int, default=4,
                     help="tokens each background stream has streamed before the burst")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--parallel", type=int, default=32, help="sequences at once (tailcut, llama-server)")
-    ap.add_argument("--slot-tokens", type=int, default=512, help="KV cells per sequence")
-    ap.add_argument("--prefill-chunk", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--kv-cache", default="per_sequence", choices=("per_sequence", "shared"))
-    ap.add_argument("--step-millis", type=int, default=0)
-    ap.add_argument("--min-prefill", type=int, default=16)
-    ap.add_argument("--poll", type=int, default=0)
-    ap.add_argument("--gguf", type=Path, default=gb.DEFAULT_GGUF)
-    ap.add_argument("--tailcut", type=Path, default=gb.BUILD / "tailcut")
-    ap.add_argument("--tailcut-base", type=Path, default=None)
-    ap.add_argument("--loadgen", type=Path, default=gb.BUILD / "tailcut-loadgen")
-    ap.add_argument("--llama-server", type=Path, default=gb.REPO / "build-llama-server" / "bin" / "llama-server")
-    ap.add_argument("--llama-cpp-python", type=Path, default=gb.REPO / "build-llama-cpp-python")
-    ap.add_argument("--qqp", type=Path, default=gb.DEFAULT_QQP)
+    gb.add_server_options(ap)
+    # A burst of 16 beside 8 streams needs 24 sequences; 512 cells hold a question and its answer.
+    ap.set_defaults(parallel=32, slot_tokens=512, threads=2)
     ap.add_argument("--seed", type=int, default=20261206)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()

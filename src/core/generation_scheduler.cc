@@ -306,10 +306,10 @@ void GenerationScheduler::ExpireAndAdmitLocked(
     kept.resize(std::min(kept.size(), static_cast<size_t>(reuse)));
     seq->cached = std::move(kept);
     kept.clear();
+    CopyLongerPrefixLocked(*seq, *admitted);
     seq->reused = static_cast<int32_t>(seq->cached.size());
     seq->prefilled = seq->cached.size();
     seq->position = seq->reused;
-    CopyLongerPrefixLocked(*seq, *admitted);
     seq->admitted_micros = now;
     reserved_cells_ += seq->request->cells();
     admitted->push_back(std::move(seq));
@@ -326,7 +326,8 @@ void GenerationScheduler::CopyLongerPrefixLocked(
   const std::vector<TokenId>& prompt = seq.request->prompt;
   const auto most = static_cast<int32_t>(prompt.size()) - 1;  // As PickSequenceLocked.
   const Sequence* source = nullptr;
-  int32_t longest = seq.reused;
+  const auto kept = static_cast<int32_t>(seq.cached.size());
+  int32_t longest = kept;
   auto consider = [&](const std::unique_ptr<Sequence>& other) {
     const int32_t common = std::min(CommonPrefix(other->cached, prompt), most);
     if (common > longest) {
@@ -336,7 +337,7 @@ void GenerationScheduler::CopyLongerPrefixLocked(
   };
   std::for_each(running_.begin(), running_.end(), consider);
   std::for_each(admitted.begin(), admitted.end(), consider);
-  if (source == nullptr || longest - seq.reused < kMinGainTokens) return;
+  if (source == nullptr || longest - kept < kMinGainTokens) return;
   // The sequence's own kept tokens are a shorter prefix of the same prompt: they make way.
   if (!model_->RemoveSequence(seq.id).ok()) return;  // Not expected; prefill as chosen.
   seq.cached.clear();
@@ -345,9 +346,6 @@ void GenerationScheduler::CopyLongerPrefixLocked(
     ++stats_.prefix_copies;
     if (options_.metrics) options_.metrics->prefix_copies->Inc();
   }
-  seq.reused = static_cast<int32_t>(seq.cached.size());
-  seq.prefilled = seq.cached.size();
-  seq.position = seq.reused;
 }
 
 std::pair<size_t, int32_t> GenerationScheduler::PickSequenceLocked(

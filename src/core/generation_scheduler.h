@@ -183,13 +183,14 @@ class GenerationScheduler {
   // Under mu_: the free sequence id for `prompt` (as index into free_ids_) and how many of its
   // kept tokens the prompt reuses.
   std::pair<size_t, int32_t> PickSequenceLocked(const std::vector<TokenId>& prompt) const;
-  // Under mu_, for `seq` just given its free id: when a running sequence, or one admitted
-  // before it in this round (`admitted`), caches a longer prefix of its prompt than its own
-  // kept tokens, copies that prefix into it (GenerativeModel::CopyPrefix) instead of
-  // prefilling it again. The free ids hold only what finished requests left, so in a burst
-  // of more requests than warm ids each new one started from an empty stream and prefilled
-  // the chat template's system prompt once more (about 20 tokens for SmolLM2, a step or two
-  // while streams generate).
+  // Under mu_, for `seq` just given its free id and its kept tokens (`cached`): when a running
+  // sequence, or one admitted before it in this round (`admitted`), caches a longer prefix of
+  // its prompt, copies that prefix into it (GenerativeModel::CopyPrefix) and sets `cached` to
+  // it, instead of prefilling it again. The free ids hold only what finished requests left,
+  // so in a burst of more requests than warm ids each new one started from an empty stream
+  // and prefilled the chat template's system prompt once more (about 20 tokens for SmolLM2, a
+  // step or two while streams generate). The caller derives `reused`, `prefilled` and
+  // `position` from `cached` afterwards.
   void CopyLongerPrefixLocked(Sequence& seq,
                               const std::vector<std::unique_ptr<Sequence>>& admitted);
   // Under mu_: KV cells held by idle sequences' kept tokens other than free_ids_[except]
