@@ -40,7 +40,9 @@ Also printed: the wrong-hit share of the cosine and of the verifier at a 20 % du
 rate (interpolated on the test curves), whether the verifier's curve is at or above the
 cosine's at every cosine threshold of the sweep (with the binomial standard error where it is
 not), a label-noise probe (pairs with the same words that the labels still call different),
-and with --ablation what each feature buys, by 5-fold cross-validation over the train +
+the test split divided by whether a pair's questions appear in any train or calibration pair
+(unseen_questions: a model that memorises questions looks better on the pairs that share
+one; see docs/semantic-cache-evaluation.md), and with --ablation what each feature buys, by 5-fold cross-validation over the train +
 calibration pairs (the test split is not used to choose features).
 
 Splits: a pair's bucket is blake2b(a + U+001F + b) mod 100: 0-59 train, 60-79 calibration,
@@ -628,6 +630,34 @@ def ablation(ds: Dataset, features: list[str], l2: float) -> list[dict]:
     return rows
 
 
+def unseen_questions(ds: Dataset, scores: np.ndarray, threshold: float | None) -> dict:
+    """The test split again, divided by whether a pair's questions were seen in fitting: a
+    QQP question recurs in several pairs, so a test pair often shares a question with a
+    train or calibration pair. A model that can memorise a question (say, one fed the
+    embeddings themselves) then looks better on the test split than it is on new prompts;
+    the "unseen" part (neither question in any train or calibration pair) is what a cache's
+    users bring. Per part: wrong hits at a 20 % hit rate for the cosine and the verifier, and
+    what the default threshold does."""
+    fit = ds.mask("train") | ds.mask("calibration")
+    seen = set(ds.a_row[fit].tolist()) | set(ds.b_row[fit].tolist())
+    test = ds.mask("test")
+    fresh = test & np.array([a not in seen and b not in seen
+                             for a, b in zip(ds.a_row.tolist(), ds.b_row.tolist())])
+    cos = ds.column("cosine")
+    out = {}
+    for name, m in (("unseen", fresh), ("seen", test & ~fresh)):
+        part = {"pairs": int(m.sum()), "duplicates": int(ds.y[m].sum())}
+        if part["duplicates"] and part["pairs"] > part["duplicates"]:
+            part["cosine_wrong_hit_share_at_20"] = wrong_share_at(curve(cos[m], ds.y[m]),
+                                                                  TARGET_HIT_RATE)
+            part["verifier_wrong_hit_share_at_20"] = wrong_share_at(curve(scores[m], ds.y[m]),
+                                                                    TARGET_HIT_RATE)
+            if threshold is not None:
+                part["default_point"] = evaluate_hits(scores[m] >= threshold, ds.y[m])
+        out[name] = part
+    return out
+
+
 def label_noise_probe(ds: Dataset, min_cosine: float = 0.95) -> dict:
     """Pairs no text feature can tell apart: cosine >= min_cosine, the same lowercased words
     (token_jaccard 1) and the shared content words in the same order (order_swap 0). How
@@ -795,6 +825,9 @@ def main(argv: list[str] | None = None) -> int:
                               "hit_rates_where_verifier_worse_1pct_grid": worse}
 
     results["label_noise_probe"] = label_noise_probe(ds)
+    default_point = operating_point_for(points, args.default_delta)
+    results["unseen_questions"] = unseen_questions(
+        ds, scores, default_point["threshold"] if default_point else None)
     if args.ablation:
         results["ablation_cv"] = ablation(ds, features, args.l2)
 
@@ -834,6 +867,16 @@ def main(argv: list[str] | None = None) -> int:
                                               **default_point}
     print("weights (standardised): " + ", ".join(
         f"{f} {w:+.3f}" for f, w in zip(features, model["weights"])) + f", bias {model['bias']:+.3f}")
+    for name, part in results["unseen_questions"].items():
+        line = (f"test pairs whose questions were {name} in train/calibration pairs: "
+                f"{part['pairs']} ({part['duplicates']} duplicates)")
+        if "cosine_wrong_hit_share_at_20" in part:
+            line += (f"; at a 20 % hit rate cosine {pct(part['cosine_wrong_hit_share_at_20'])}"
+                     f" wrong, verifier {pct(part['verifier_wrong_hit_share_at_20'])}")
+        if "default_point" in part:
+            line += (f"; default point {pct(part['default_point']['hit_rate'])} hit, "
+                     f"{pct(part['default_point']['wrong_hit_share'])} wrong")
+        print(line)
     probe = results["label_noise_probe"]
     print(f"label-noise probe: {probe['pairs_same_words_same_order']} pairs with cosine >= "
           f"{probe['min_cosine']}, the same words and the same content-word order; "

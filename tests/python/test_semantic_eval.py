@@ -69,6 +69,13 @@ def test_eval_on_real_pairs_writes_weights_the_server_loads(tmp_path: Path) -> N
     points = r["verifier"]["operating_points"]
     assert points, "the verifier has no operating point"
     assert len(r["curve_check"]["at_cosine_sweep_points"]) == 20
+    # The test split divided by whether its questions were seen in fitting: two disjoint
+    # parts that make up the whole.
+    parts = r["unseen_questions"]
+    assert parts["unseen"]["pairs"] + parts["seen"]["pairs"] == r["splits"]["test"]["pairs"]
+    assert parts["unseen"]["duplicates"] + parts["seen"]["duplicates"] == \
+        r["splits"]["test"]["duplicates"]
+    assert "test pairs whose questions were unseen in train/calibration pairs" in run.stdout
     assert svg.read_text().startswith("<svg") and "<polyline" in svg.read_text()
 
     # The weights document: the C++ side loads it, and its probabilities are the trainer's
