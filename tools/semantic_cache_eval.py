@@ -42,8 +42,9 @@ cosine's at every cosine threshold of the sweep (with the binomial standard erro
 not), a label-noise probe (pairs with the same words that the labels still call different),
 the test split divided by whether a pair's questions appear in any train or calibration pair
 (unseen_questions: a model that memorises questions looks better on the pairs that share
-one; see docs/semantic-cache-evaluation.md), and with --ablation what each feature buys, by 5-fold cross-validation over the train +
-calibration pairs (the test split is not used to choose features).
+one; see docs/semantic-cache-evaluation.md), and with --ablation what each feature buys, by
+5-fold cross-validation over the train + calibration pairs (the test split is not used to
+choose features).
 
 Splits: a pair's bucket is blake2b(a + U+001F + b) mod 100: 0-59 train, 60-79 calibration,
 80-99 test. Disjoint in pairs, independent of file order. (A question can appear in pairs of
@@ -639,10 +640,9 @@ def unseen_questions(ds: Dataset, scores: np.ndarray, threshold: float | None) -
     users bring. Per part: wrong hits at a 20 % hit rate for the cosine and the verifier, and
     what the default threshold does."""
     fit = ds.mask("train") | ds.mask("calibration")
-    seen = set(ds.a_row[fit].tolist()) | set(ds.b_row[fit].tolist())
+    seen = np.union1d(ds.a_row[fit], ds.b_row[fit])
     test = ds.mask("test")
-    fresh = test & np.array([a not in seen and b not in seen
-                             for a, b in zip(ds.a_row.tolist(), ds.b_row.tolist())])
+    fresh = test & ~np.isin(ds.a_row, seen) & ~np.isin(ds.b_row, seen)
     cos = ds.column("cosine")
     out = {}
     for name, m in (("unseen", fresh), ("seen", test & ~fresh)):
@@ -856,7 +856,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{100 * d['standard_error']:.1f} pt")
     print(f"  1 % grid of hit rates both curves reach: worse at "
           f"{', '.join(f'{h:.0%}' for h in worse) or 'none'}")
-    default_point = operating_point_for(points, args.default_delta)
     if default_point:
         print(f"default delta {args.default_delta} (the server's choice: of the points whose "
               f"test wrong-hit share is <= delta, the most hits): the point chosen for delta "
