@@ -2,13 +2,19 @@
 // the all-MiniLM-L6-v2 tokenizer.json, and options taken from the input's first two bytes.
 //
 // Input layout: byte 0 picks max_length_tokens (a few edge values, else the byte itself),
-// byte 1 bit 0 sets truncate, the rest is the text.
+// byte 1 bit 0 sets truncate, the rest is the text. Byte 1 bit 1 makes it a pair instead
+// (EncodePair, as a cross-encoder reads two texts): the rest is cut at its first 0x1F byte,
+// or in the middle when there is none.
 //
 // Oracles: errors only where the contract allows them (a bad limit: InvalidArgument; too long
 // without truncation: PayloadTooLarge); results start with [CLS] (101), end with [SEP] (102),
 // fit the limit, hold only ids below the vocabulary size, and are a prefix of the same text
 // encoded at the model's maximum (truncation cuts the end, and the early stop that skips
-// normalising the rest of a long text must not change what comes before the cut).
+// normalising the rest of a long text must not change what comes before the cut). Pairs:
+// [CLS] a [SEP] b [SEP] with token types 0 up to the first [SEP] and 1 after it; each text's
+// pieces a prefix of its own encoding; a text kept whole when not cut, and a cut one keeping
+// at least half of the room (longest_first).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_check.h"
 #include "text/wordpiece_tokenizer.h"
@@ -62,6 +69,65 @@ int MaxLengthFromByte(uint8_t b) {
   }
 }
 
+// The pieces of `text` alone (no [CLS] / [SEP]), at the model's maximum.
+std::vector<int64_t> PiecesAlone(const tailcut::WordPieceTokenizer& tok, std::string_view text) {
+  auto alone = tok.Encode(text, tailcut::EncodeOptions{});
+  Check(alone.ok(), "encoding with truncation at the model maximum must not fail");
+  return std::vector<int64_t>(alone->ids.begin() + 1, alone->ids.end() - 1);
+}
+
+void CheckPair(const tailcut::WordPieceTokenizer& tok, std::string_view text,
+               const tailcut::EncodeOptions& options, int limit) {
+  size_t cut = text.find('\x1f');
+  const std::string_view first =
+      text.substr(0, cut == std::string_view::npos ? text.size() / 2 : cut);
+  const std::string_view second =
+      text.substr(cut == std::string_view::npos ? first.size() : first.size() + 1);
+  auto result = tok.EncodePair(first, second, options);
+  if (options.max_length_tokens < 0 || limit < 3) {
+    Check(!result.ok() && result.status().code() == tailcut::Status::Code::kInvalidArgument,
+          "a bad max_length_tokens must be InvalidArgument for a pair");
+    return;
+  }
+  const std::vector<int64_t> a = PiecesAlone(tok, first);
+  const std::vector<int64_t> b = PiecesAlone(tok, second);
+  if (!result.ok()) {
+    Check(!options.truncate && result.status().code() == tailcut::Status::Code::kPayloadTooLarge,
+          "only an over-long pair without truncation may fail");
+    Check(a.size() + b.size() + 3 > static_cast<size_t>(limit),
+          "PayloadTooLarge for a pair that fits");
+    return;
+  }
+  const auto& ids = result->ids;
+  const auto& types = result->type_ids;
+  Check(ids.size() >= 3 && ids.size() <= static_cast<size_t>(limit),
+        "a pair's size is out of bounds");
+  Check(types.size() == ids.size(), "a type id for every id");
+  Check(ids.front() == 101 && ids.back() == 102, "a pair must be [CLS] ... [SEP]");
+  // Where the first text ends: the type ids say it (0 up to and including the middle [SEP]).
+  size_t ones = 0;
+  while (ones < types.size() && types[types.size() - 1 - ones] == 1) ++ones;
+  Check(
+      ones >= 1 && std::all_of(types.begin(), types.end() - ones, [](int64_t t) { return t == 0; }),
+      "type ids must be 0s then 1s");
+  const size_t kept_a = ids.size() - ones - 2;
+  const size_t kept_b = ones - 1;
+  Check(ids[1 + kept_a] == 102, "the first text must end with [SEP]");
+  Check(kept_a <= a.size() && std::equal(ids.begin() + 1, ids.begin() + 1 + kept_a, a.begin()),
+        "the first text's pieces are not a prefix of its own encoding");
+  Check(kept_b <= b.size() && std::equal(ids.begin() + 2 + kept_a, ids.end() - 1, b.begin()),
+        "the second text's pieces are not a prefix of its own encoding");
+  const size_t budget = static_cast<size_t>(limit) - 3;
+  if (!result->truncated) {
+    Check(kept_a == a.size() && kept_b == b.size(), "an uncut pair lost pieces");
+    return;
+  }
+  Check(options.truncate, "truncated although truncation is off");
+  Check(kept_a + kept_b == budget, "a cut pair must fill the limit exactly");
+  Check(kept_a == a.size() || kept_a >= budget / 2, "a cut first text keeps under half the room");
+  Check(kept_b == b.size() || kept_b >= budget / 2, "a cut second text keeps under half the room");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -71,8 +137,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_length_tokens = MaxLengthFromByte(data[0]);
   options.truncate = data[1] & 1;
   const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
-
   const int max = tok.max_length();
+  if (data[1] & 2) {
+    CheckPair(tok, text, options,
+              options.max_length_tokens == 0 ? max : std::min(options.max_length_tokens, max));
+    return 0;
+  }
+
   const int limit = options.max_length_tokens == 0 ? max : std::min(options.max_length_tokens, max);
   const int64_t cls = tok.TokenToId("[CLS]");
   const int64_t sep = tok.TokenToId("[SEP]");

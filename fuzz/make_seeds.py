@@ -309,6 +309,12 @@ def tokenizer_seeds() -> dict[str, bytes]:
     out["negative_limit"] = bytes([1, 1]) + b"x"
     out["limit_one"] = bytes([2, 0]) + b"x"
     out["clamped_limit"] = bytes([6, 0]) + ("word " * 300).encode()
+    # Pairs (byte 1 bit 1): a cross-encoder's [CLS] a [SEP] b [SEP], cut at 0x1F.
+    out["pair_questions"] = bytes([64, 3]) + "How do I learn C++?\x1fWhat is the best way to learn C++?".encode()
+    out["pair_both_long"] = bytes([11, 3]) + ("word " * 40 + "\x1f" + "other " * 50).encode()
+    out["pair_one_long_notrunc"] = bytes([16, 2]) + ("short\x1f" + "long " * 30).encode()
+    out["pair_no_separator"] = bytes([0, 3]) + "half and half, ünïcödé".encode()
+    out["pair_too_small_limit"] = bytes([3, 3]) + b"a\x1fb"
     return out
 
 

@@ -31,6 +31,9 @@ struct EncodeOptions {
 struct Encoding {
   std::vector<int64_t> ids;  // [CLS] pieces... [SEP]; attention mask is all ones over ids.
   bool truncated = false;    // True when pieces were dropped to fit max_length_tokens.
+  // EncodePair() only: each id's token type (for BERT 0 up to the first [SEP], 1 after it).
+  // Empty from Encode(), where every type is 0.
+  std::vector<int64_t> type_ids;
 };
 
 class Tokenizer {
@@ -41,6 +44,13 @@ class Tokenizer {
   // replaced by U+FFFD (as Python's bytes.decode("utf-8", "replace") does), which BERT's
   // text cleaning then drops. Fails only when truncation is off and the text is too long.
   virtual Result<Encoding> Encode(std::string_view utf8, const EncodeOptions& options) const = 0;
+
+  // Encodes a pair of texts as one input, for models that read both at once (cross-encoders,
+  // rerankers): the tokenizer's pair form, e.g. [CLS] first [SEP] second [SEP]. A pair over the
+  // limit is cut as Hugging Face's "longest_first" does: the longer text first, down to half of
+  // the room each. InvalidArgument when the tokenizer has no pair form.
+  virtual Result<Encoding> EncodePair(std::string_view first, std::string_view second,
+                                      const EncodeOptions& options) const = 0;
 
   // The model's maximum sequence length in tokens (special tokens included).
   virtual int max_length() const = 0;

@@ -164,6 +164,63 @@ bool FindId(const TokenizerSpec& spec, const std::string& token, int64_t* id) {
   return false;
 }
 
+// Reads a template piece's optional "type_id"; false means it has the wrong type.
+bool GetTypeId(const json& piece, int64_t* out) {
+  const auto it = piece.find("type_id");
+  if (it == piece.end()) return true;
+  if (!it->is_number_unsigned()) return false;
+  *out = it->get<int64_t>();
+  return true;
+}
+
+// TemplateProcessing's "pair" template, when it has the form specials* A specials* B
+// specials*. Any other form (B first, a sequence twice, a piece of another kind) leaves
+// spec->pair empty: single texts still encode exactly, pairs are refused when asked for. A
+// special token the template does not define, or a type id that is not a number, is a broken
+// file.
+Status ParsePairTemplate(const json& pp, const json& specials, const Errors& err,
+                         TokenizerSpec* spec) {
+  const auto pair = pp.find("pair");
+  if (pair == pp.end() || !pair->is_array()) return Status::Ok();
+  PairTemplate t;
+  int part = 0;  // 0: before A, 1: between A and B, 2: after B.
+  for (const json& piece : *pair) {
+    if (!piece.is_object()) return Status::Ok();
+    if (const auto seq = piece.find("Sequence"); seq != piece.end()) {
+      const std::string id = seq->is_object() ? seq->value("id", "") : "";
+      int64_t* type = part == 0 && id == "A"   ? &t.a_type
+                      : part == 1 && id == "B" ? &t.b_type
+                                               : nullptr;
+      if (type == nullptr) return Status::Ok();
+      if (!GetTypeId(*seq, type))
+        return err.Invalid("TemplateProcessing pair: sequence " + id + " has a bad type_id");
+      ++part;
+      continue;
+    }
+    const auto special = piece.find("SpecialToken");
+    if (special == piece.end() || !special->is_object()) return Status::Ok();
+    const std::string name = special->value("id", "");
+    int64_t type = 0;
+    if (!GetTypeId(*special, &type)) {
+      return err.Invalid("TemplateProcessing pair: special token '" + name + "' has a bad type_id");
+    }
+    const auto sp = specials.find(name);
+    if (sp == specials.end() || !sp->contains("ids") || !(*sp)["ids"].is_array()) {
+      return err.Invalid("TemplateProcessing pair: special token '" + name +
+                         "' is not in \"special_tokens\"");
+    }
+    auto& ids = part == 0 ? t.before_a_ids : part == 1 ? t.between_ids : t.after_b_ids;
+    auto& types = part == 0 ? t.before_a_types : part == 1 ? t.between_types : t.after_b_types;
+    for (const json& id : (*sp)["ids"]) {
+      if (!id.is_number_unsigned()) return err.Invalid("special token '" + name + "' has a bad id");
+      ids.push_back(id.get<int64_t>());
+      types.push_back(type);
+    }
+  }
+  if (part == 2) spec->pair = std::move(t);
+  return Status::Ok();
+}
+
 Status ParseTemplate(const json& pp, const Errors& err, TokenizerSpec* spec) {
   const auto single = pp.find("single");
   if (single == pp.end() || !single->is_array()) {
@@ -196,7 +253,7 @@ Status ParseTemplate(const json& pp, const Errors& err, TokenizerSpec* spec) {
     }
   }
   if (!seen_sequence) return err.Invalid("TemplateProcessing single template has no sequence A");
-  return Status::Ok();
+  return ParsePairTemplate(pp, specials, err, spec);
 }
 
 Status ParsePostProcessor(const json& root, const Errors& err, TokenizerSpec* spec) {
@@ -213,6 +270,7 @@ Status ParsePostProcessor(const json& root, const Errors& err, TokenizerSpec* sp
       }
       (key[0] == 'c' ? spec->prefix_ids : spec->suffix_ids).push_back((*p)[1].get<int64_t>());
     }
+    spec->pair = BertPairTemplate(spec->prefix_ids[0], spec->suffix_ids[0]);
     return Status::Ok();
   }
   return err.Unsupported("post_processor type '" + (type.empty() ? it->dump() : type) + "'",
@@ -233,6 +291,17 @@ void ResolvePadId(const json& root, TokenizerSpec* spec) {
 }
 
 }  // namespace
+
+PairTemplate BertPairTemplate(int64_t cls_id, int64_t sep_id) {
+  PairTemplate t;
+  t.before_a_ids = {cls_id};
+  t.before_a_types = {0};
+  t.between_ids = {sep_id};
+  t.between_types = {0};
+  t.after_b_ids = {sep_id};
+  t.after_b_types = {1};
+  return t;
+}
 
 Result<TokenizerSpec> ParseTokenizerJson(std::string_view text, const std::string& source) {
   const Errors err(source);

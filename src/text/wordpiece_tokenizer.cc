@@ -100,6 +100,7 @@ Result<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVocabTxt(
   }
   spec.prefix_ids = {cls};
   spec.suffix_ids = {sep};
+  spec.pair = BertPairTemplate(cls, sep);
   return FromSpec(spec, max_length_tokens, path);
 }
 
@@ -131,6 +132,7 @@ WordPieceTokenizer::WordPieceTokenizer(const TokenizerSpec& spec, WordPieceModel
       added_token_list_(spec.added_tokens),
       prefix_ids_(spec.prefix_ids),
       suffix_ids_(spec.suffix_ids),
+      pair_(spec.pair),
       max_length_(max_length),
       pad_id_(spec.pad_id) {
   vocab_size_ = model_.vocab_size();
@@ -173,13 +175,11 @@ bool WordPieceTokenizer::EncodeText(std::string_view text, Scratch& scratch,
   return true;
 }
 
-Result<Encoding> WordPieceTokenizer::Encode(std::string_view utf8,
-                                            const EncodeOptions& options) const {
+Result<size_t> WordPieceTokenizer::LimitFor(const EncodeOptions& options, size_t specials) const {
   if (options.max_length_tokens < 0) {
     return Status::InvalidArgument("max_length_tokens must be >= 0, got " +
                                    std::to_string(options.max_length_tokens));
   }
-  const size_t specials = num_special_tokens();
   const size_t limit = static_cast<size_t>(options.max_length_tokens == 0
                                                ? max_length_
                                                : std::min(options.max_length_tokens, max_length_));
@@ -188,48 +188,132 @@ Result<Encoding> WordPieceTokenizer::Encode(std::string_view utf8,
                                    " is smaller than the " + std::to_string(specials) +
                                    " special tokens");
   }
-  const size_t budget = limit - specials;  // Pieces of text that fit.
+  return limit;
+}
 
-  thread_local Scratch scratch;
+void WordPieceTokenizer::EncodePieces(std::string_view utf8, Scratch& scratch,
+                                      std::vector<int64_t>& out, size_t stop_at) const {
   std::string_view text = utf8;
   if (!ScanUtf8(text).valid) {
     scratch.repaired.clear();
     AppendUtf8Replacing(text, scratch.repaired);
     text = scratch.repaired;
   }
+  if (added_tokens_.empty()) {
+    EncodeText(text, scratch, out, stop_at);
+  } else {
+    added_tokens_.Split(
+        text, [&](std::string_view run) { return EncodeText(run, scratch, out, stop_at); },
+        [&](int64_t id) {
+          out.push_back(id);
+          return out.size() < stop_at;
+        });
+  }
+}
 
+Result<Encoding> WordPieceTokenizer::Encode(std::string_view utf8,
+                                            const EncodeOptions& options) const {
+  const size_t specials = num_special_tokens();
+  const Result<size_t> limit = LimitFor(options, specials);
+  if (!limit.ok()) return limit.status();
+  const size_t budget = *limit - specials;  // Pieces of text that fit.
+
+  thread_local Scratch scratch;
   Encoding encoding;
   std::vector<int64_t>& ids = encoding.ids;
-  ids.reserve(std::min(text.size(), budget + 1) + specials);
+  ids.reserve(std::min(utf8.size(), budget + 1) + specials);
   ids.insert(ids.end(), prefix_ids_.begin(), prefix_ids_.end());
   // One piece past the budget is enough to know the text is too long, to cut it or to refuse
   // it: a 4 MiB text costs no more to refuse than one just over the limit.
-  const size_t stop_at = prefix_ids_.size() + budget + 1;
-  if (added_tokens_.empty()) {
-    EncodeText(text, scratch, ids, stop_at);
-  } else {
-    added_tokens_.Split(
-        text, [&](std::string_view run) { return EncodeText(run, scratch, ids, stop_at); },
-        [&](int64_t id) {
-          ids.push_back(id);
-          return ids.size() < stop_at;
-        });
-  }
+  EncodePieces(utf8, scratch, ids, prefix_ids_.size() + budget + 1);
   scratch.Trim();
 
   const size_t pieces = ids.size() - prefix_ids_.size();
   if (pieces > budget) {
     if (!options.truncate) {
-      return Status::PayloadTooLarge("input is longer than the model allows: more than the "
-                                     "limit of " +
-                                     std::to_string(limit) +
-                                     " tokens (special tokens included); shorten it, or ask "
-                                     "for truncation");
+      return Status::PayloadTooLarge(
+          "input is longer than the model allows: more than the "
+          "limit of " +
+          std::to_string(*limit) +
+          " tokens (special tokens included); shorten it, or ask "
+          "for truncation");
     }
     ids.resize(prefix_ids_.size() + budget);
     encoding.truncated = true;
   }
   ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+  return encoding;
+}
+
+Result<Encoding> WordPieceTokenizer::EncodePair(std::string_view first, std::string_view second,
+                                                const EncodeOptions& options) const {
+  if (!pair_) {
+    return Status::InvalidArgument(
+        "this tokenizer has no pair form (its tokenizer.json post_processor has no \"pair\" "
+        "template of the form specials A specials B specials), so it cannot encode text pairs");
+  }
+  const PairTemplate& t = *pair_;
+  const size_t specials = t.num_special_tokens();
+  const Result<size_t> limit = LimitFor(options, specials);
+  if (!limit.ok()) return limit.status();
+  const size_t budget = *limit - specials;
+
+  thread_local Scratch scratch;
+  std::vector<int64_t> a;
+  std::vector<int64_t> b;
+  // As in Encode(), a piece past the budget says enough, except in one case below.
+  EncodePieces(first, scratch, a, budget + 1);
+  EncodePieces(second, scratch, b, budget + 1);
+  bool truncated = false;
+  if (a.size() + b.size() > budget) {
+    if (!options.truncate) {
+      scratch.Trim();
+      return Status::PayloadTooLarge(
+          "the pair is longer than the model allows: more than the "
+          "limit of " +
+          std::to_string(*limit) +
+          " tokens (special tokens included); shorten the texts, or "
+          "ask for truncation");
+    }
+    // HF's longest_first: the longer text is cut first; once both are over half of the room,
+    // the shorter keeps budget / 2 and the longer the rest (the second text counts as the
+    // longer on a tie). Capped lengths decide that except when both texts are over the whole
+    // budget and it is odd: then the longer keeps the extra token, so measure both in full.
+    if (a.size() > budget && b.size() > budget && budget % 2 == 1) {
+      a.clear();
+      b.clear();
+      EncodePieces(first, scratch, a, std::numeric_limits<size_t>::max());
+      EncodePieces(second, scratch, b, std::numeric_limits<size_t>::max());
+    }
+    const bool first_longer = a.size() > b.size();
+    const size_t shorter = std::min(first_longer ? b.size() : a.size(), budget / 2);
+    const size_t longer = budget - shorter;
+    a.resize(first_longer ? longer : shorter);
+    b.resize(first_longer ? shorter : longer);
+    truncated = true;
+  }
+  scratch.Trim();
+
+  Encoding encoding;
+  encoding.truncated = truncated;
+  std::vector<int64_t>& ids = encoding.ids;
+  std::vector<int64_t>& types = encoding.type_ids;
+  ids.reserve(a.size() + b.size() + specials);
+  types.reserve(ids.capacity());
+  const auto append = [&](const std::vector<int64_t>& part, int64_t type) {
+    ids.insert(ids.end(), part.begin(), part.end());
+    types.insert(types.end(), part.size(), type);
+  };
+  const auto append_specials = [&](const std::vector<int64_t>& part,
+                                   const std::vector<int64_t>& part_types) {
+    ids.insert(ids.end(), part.begin(), part.end());
+    types.insert(types.end(), part_types.begin(), part_types.end());
+  };
+  append_specials(t.before_a_ids, t.before_a_types);
+  append(a, t.a_type);
+  append_specials(t.between_ids, t.between_types);
+  append(b, t.b_type);
+  append_specials(t.after_b_ids, t.after_b_types);
   return encoding;
 }
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,13 @@ class WordPieceTokenizer final : public Tokenizer {
   // fit and options.truncate is false.
   Result<Encoding> Encode(std::string_view utf8, const EncodeOptions& options) const override;
 
+  // The file's pair template (TemplateProcessing "pair", BertProcessing, or classic BERT for a
+  // vocab.txt); same limits and errors as Encode(), the special tokens of the pair form counted.
+  // Both texts are encoded in full only when both exceed the room and it is odd: which one is
+  // longer then decides which keeps the extra token, as in HF.
+  Result<Encoding> EncodePair(std::string_view first, std::string_view second,
+                              const EncodeOptions& options) const override;
+
   int max_length() const override { return max_length_; }
   int64_t pad_id() const override { return pad_id_; }
   // Like HF's get_vocab_size(with_added_tokens=true).
@@ -80,6 +88,12 @@ class WordPieceTokenizer final : public Tokenizer {
   // tokens, appending ids to `out`. Returns false once out.size() reached `stop_at`.
   bool EncodeText(std::string_view text, Scratch& scratch, std::vector<int64_t>& out,
                   size_t stop_at) const;
+  // One text (any bytes): repairs invalid UTF-8, splits out added tokens and encodes the rest,
+  // appending to `out` until out.size() reaches `stop_at` (the largest size_t: all of it).
+  void EncodePieces(std::string_view utf8, Scratch& scratch, std::vector<int64_t>& out,
+                    size_t stop_at) const;
+  // The effective limit for options (see Encode()), checked against `specials`.
+  Result<size_t> LimitFor(const EncodeOptions& options, size_t specials) const;
 
   BertNormalizer normalizer_;
   BertPreTokenizer pre_tokenizer_;
@@ -89,6 +103,7 @@ class WordPieceTokenizer final : public Tokenizer {
   std::vector<AddedToken> added_token_list_;
   std::vector<int64_t> prefix_ids_;
   std::vector<int64_t> suffix_ids_;
+  std::optional<PairTemplate> pair_;
   int max_length_;
   int64_t pad_id_;
   size_t vocab_size_;

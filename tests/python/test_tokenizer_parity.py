@@ -254,6 +254,49 @@ def test_no_truncate_refuses_long_texts(corpus, tokenizer_json, tokenize_dump):
             assert got == {"ids": ids, "truncated": False}, (show(text), got)
 
 
+def hf_encode_pairs(tokenizer_json: Path, pairs: list[tuple[bytes, bytes]],
+                    max_length: int) -> list[dict]:
+    tok = tokenizers.Tokenizer.from_file(str(tokenizer_json))
+    tok.no_padding()
+    tok.enable_truncation(max_length)  # HF's default strategy: longest_first.
+    decoded = [(a.decode("utf-8", "replace"), b.decode("utf-8", "replace")) for a, b in pairs]
+    return [{"ids": e.ids, "type_ids": e.type_ids, "truncated": bool(e.overflowing)}
+            for e in tok.encode_batch(decoded)]
+
+
+def test_pairs_match_hugging_face(corpus, tokenizer_json, tokenize_dump):
+    # Cross-encoders read [CLS] a [SEP] b [SEP]. Consecutive corpus texts as pairs: real
+    # questions beside each other and every edge case beside a neighbour, at the cross-encoder's
+    # 64 tokens, the model's 256, and limits where the room left is odd and even. HF computes
+    # every combination of the two texts' overflowing windows when it cuts a pair (thousands
+    # of windows each for the corpus's longest texts at a small limit: tens of GB), so the
+    # texts are capped in bytes, harder for the small limits.
+    for max_length, max_bytes in ((64, 2000), (MAX_LENGTH, 2000), (9, 300), (10, 300)):
+        texts = [t for t in corpus if len(t) <= max_bytes]
+        pairs = list(zip(texts[0::2], texts[1::2]))
+        pairs += [(b"", b""), (texts[0], b""), (b"", texts[0])]
+        longest = sorted(texts, key=len)[-6:]
+        pairs += [(x, y) for x in longest[:3] for y in longest[3:]]  # Both over the limit.
+        encoded = b"".join(base64.b64encode(a) + b" " + base64.b64encode(b) + b"\n"
+                           for a, b in pairs)
+        expected = hf_encode_pairs(tokenizer_json, pairs, max_length)
+        proc = subprocess.run([str(tokenize_dump), "--tokenizer", str(tokenizer_json), "--pair",
+                               "--max-length", str(max_length)], input=encoded,
+                              capture_output=True, check=False, timeout=600)
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+        actual = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+        assert len(actual) == len(pairs)
+        bad = [(a, b, e, g) for (a, b), e, g in zip(pairs, expected, actual) if e != g]
+        if bad:
+            lines = [f"max_length {max_length}: {len(bad)} of {len(pairs)} pairs differ from HF:"]
+            for a, b, e, g in bad[:10]:
+                lines.append(f"  {show(a)} / {show(b)}\n      HF  {e}\n      C++ {g}")
+            pytest.fail("\n".join(lines), pytrace=False)
+        truncated = sum(1 for e in expected if e["truncated"])
+        print(f"\npair parity at {max_length}: {len(pairs)} pairs identical ({truncated} cut)")
+        assert truncated > 0
+
+
 def test_unicode_overrides_match_installed_tokenizers():
     # The override tables describe one `tokenizers` release; another may use other Unicode tables.
     generated = (Path(__file__).resolve().parents[2] / "src" / "text" / "unicode_overrides.cc")

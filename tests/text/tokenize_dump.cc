@@ -1,11 +1,13 @@
 // tokenize_dump: encodes texts with WordPieceTokenizer and prints the ids, so that Python
 // tests and tools can compare them with Hugging Face `tokenizers`.
 //
-//   tokenize_dump --tokenizer PATH [--max-length N] [--no-truncate]
+//   tokenize_dump --tokenizer PATH [--max-length N] [--no-truncate] [--pair]
 //
 // stdin: one base64-encoded text per line (arbitrary bytes, so invalid UTF-8 and newlines
-// survive the trip). stdout: one JSON line per input, {"ids":[...],"truncated":false}, or
-// {"error":"..."} when Encode() fails (only possible with --no-truncate).
+// survive the trip); with --pair, two per line separated by a space, encoded as one pair
+// (EncodePair). stdout: one JSON line per input, {"ids":[...],"truncated":false} (with --pair
+// also "type_ids":[...]), or {"error":"..."} when encoding fails (only possible with
+// --no-truncate, or --pair on a tokenizer without a pair form).
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -63,7 +65,8 @@ void AppendJsonString(std::string_view s, std::string& out) {
 }
 
 int Usage() {
-  std::fprintf(stderr, "usage: tokenize_dump --tokenizer PATH [--max-length N] [--no-truncate]\n");
+  std::fprintf(stderr,
+               "usage: tokenize_dump --tokenizer PATH [--max-length N] [--no-truncate] [--pair]\n");
   return 2;
 }
 
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
   std::string path;
   int max_length = tailcut::WordPieceTokenizer::kDefaultMaxLength;
   bool truncate = true;
+  bool pair = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--tokenizer" && i + 1 < argc) {
@@ -81,6 +85,8 @@ int main(int argc, char** argv) {
       max_length = std::atoi(argv[++i]);
     } else if (arg == "--no-truncate") {
       truncate = false;
+    } else if (arg == "--pair") {
+      pair = true;
     } else {
       return Usage();
     }
@@ -98,16 +104,25 @@ int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   std::string line;
   std::string text;
+  std::string second;
   std::string out;
   size_t line_number = 0;
   while (std::getline(std::cin, line)) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!DecodeBase64(line, text)) {
+    const size_t space = pair ? line.find(' ') : std::string::npos;
+    if (pair && space == std::string::npos) {
+      std::fprintf(stderr, "tokenize_dump: line %zu is not two base64 texts\n", line_number);
+      return 1;
+    }
+    const std::string_view first_field = std::string_view(line).substr(0, space);
+    if (!DecodeBase64(first_field, text) ||
+        (pair && !DecodeBase64(std::string_view(line).substr(space + 1), second))) {
       std::fprintf(stderr, "tokenize_dump: line %zu is not base64\n", line_number);
       return 1;
     }
-    const auto encoding = (*tokenizer)->Encode(text, options);
+    const auto encoding = pair ? (*tokenizer)->EncodePair(text, second, options)
+                               : (*tokenizer)->Encode(text, options);
     out.clear();
     if (encoding.ok()) {
       out.append("{\"ids\":[");
@@ -115,7 +130,16 @@ int main(int argc, char** argv) {
         if (k > 0) out.push_back(',');
         out.append(std::to_string(encoding->ids[k]));
       }
-      out.append("],\"truncated\":");
+      out.push_back(']');
+      if (pair) {
+        out.append(",\"type_ids\":[");
+        for (size_t k = 0; k < encoding->type_ids.size(); ++k) {
+          if (k > 0) out.push_back(',');
+          out.append(std::to_string(encoding->type_ids[k]));
+        }
+        out.push_back(']');
+      }
+      out.append(",\"truncated\":");
       out.append(encoding->truncated ? "true" : "false");
       out.append("}\n");
     } else {

@@ -63,6 +63,76 @@ TEST(TokenizerJsonTest, BertProcessingIsAccepted) {
   EXPECT_EQ(spec->suffix_ids, std::vector<int64_t>{3});
 }
 
+TEST(TokenizerJsonTest, BertProcessingHasBertsPairForm) {
+  TinyTokenizerJson j;
+  j.post_processor = R"({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]})";
+  auto spec = ParseTokenizerJson(j.Render(), "tiny");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(spec->pair.has_value());
+  EXPECT_EQ(spec->pair->before_a_ids, std::vector<int64_t>{2});
+  EXPECT_EQ(spec->pair->between_ids, std::vector<int64_t>{3});
+  EXPECT_EQ(spec->pair->after_b_ids, std::vector<int64_t>{3});
+  EXPECT_EQ(spec->pair->after_b_types, std::vector<int64_t>{1});
+  EXPECT_EQ(spec->pair->b_type, 1);
+}
+
+// A TemplateProcessing whose "pair" is `pair` (JSON); the rest as in the tiny tokenizer.
+std::string WithPairTemplate(const std::string& pair) {
+  TinyTokenizerJson j;
+  j.post_processor = R"({"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+      "pair": )" + pair +
+                     R"(,
+      "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                         "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}})";
+  return j.Render();
+}
+
+TEST(TokenizerJsonTest, PairTemplateIsParsedWithItsTypes) {
+  auto spec =
+      ParseTokenizerJson(WithPairTemplate(R"([{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                           {"Sequence": {"id": "A", "type_id": 0}},
+                           {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                           {"SpecialToken": {"id": "[SEP]", "type_id": 1}},
+                           {"Sequence": {"id": "B", "type_id": 1}},
+                           {"SpecialToken": {"id": "[SEP]", "type_id": 1}}])"),
+                         "tiny");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(spec->pair.has_value());
+  EXPECT_EQ(spec->pair->before_a_ids, std::vector<int64_t>{2});
+  EXPECT_EQ(spec->pair->between_ids, (std::vector<int64_t>{3, 3}));  // RoBERTa-like </s></s>.
+  EXPECT_EQ(spec->pair->between_types, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(spec->pair->after_b_ids, std::vector<int64_t>{3});
+  EXPECT_EQ(spec->pair->num_special_tokens(), 4u);
+  EXPECT_EQ(spec->pair->a_type, 0);
+  EXPECT_EQ(spec->pair->b_type, 1);
+}
+
+TEST(TokenizerJsonTest, PairTemplatesOfAnotherFormLeavePairsUnsupported) {
+  for (const char* pair : {
+           R"([])",
+           R"([{"Sequence": {"id": "B", "type_id": 1}}, {"Sequence": {"id": "A", "type_id": 0}}])",
+           R"([{"Sequence": {"id": "A", "type_id": 0}}])",
+           R"([{"Sequence": {"id": "A"}}, {"Sequence": {"id": "A"}}, {"Sequence": {"id": "B"}}])",
+           R"([{"Sequence": {"id": "A"}}, {"Other": {}}, {"Sequence": {"id": "B"}}])",
+       }) {
+    auto spec = ParseTokenizerJson(WithPairTemplate(pair), "tiny");
+    ASSERT_TRUE(spec.ok()) << pair << ": " << spec.status().ToString();
+    EXPECT_FALSE(spec->pair.has_value()) << pair;
+  }
+}
+
+TEST(TokenizerJsonTest, BrokenPairTemplateIsAnError) {
+  Status s = LoadError(WithPairTemplate(
+      R"([{"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "[EOS]"}}, {"Sequence": {"id": "B"}}])"));
+  EXPECT_TRUE(Contains(s, "[EOS]")) << s.ToString();
+  s = LoadError(WithPairTemplate(
+      R"([{"Sequence": {"id": "A", "type_id": "one"}}, {"Sequence": {"id": "B"}}])"));
+  EXPECT_TRUE(Contains(s, "bad type_id")) << s.ToString();
+}
+
 TEST(TokenizerJsonTest, MissingFileIsNotFoundAndNamesIt) {
   auto tokenizer = WordPieceTokenizer::FromTokenizerJson("/nonexistent/dir/tokenizer.json");
   ASSERT_FALSE(tokenizer.ok());

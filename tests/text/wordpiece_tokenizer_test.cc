@@ -171,6 +171,163 @@ TEST(WordPieceTokenizerTest, FromVocabTxt) {
             Status::Code::kNotFound);
 }
 
+// --- Pairs: [CLS] A [SEP] B [SEP], as cross-encoders read them. --------------------------------
+
+// The tiny tokenizer with BERT's pair template.
+std::string TinyPairTokenizerJson() {
+  TinyTokenizerJson j;
+  j.post_processor =
+      R"({"type": "TemplateProcessing",
+          "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+          "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}},
+                   {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                   {"Sequence": {"id": "B", "type_id": 1}},
+                   {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+          "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                             "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}})";
+  return j.Render();
+}
+
+class TinyPairTokenizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const TempFile file(TinyPairTokenizerJson());
+    auto tokenizer = WordPieceTokenizer::FromTokenizerJson(file.path(), 64);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+    tokenizer_ = std::move(tokenizer).value();
+  }
+
+  // `n` pieces: "hello" n times.
+  static std::string Hellos(int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += "hello ";
+    return out;
+  }
+
+  // How many pieces of each text an EncodePair at `max_length` keeps.
+  std::pair<int, int> Kept(int first_pieces, int second_pieces, int max_length) {
+    EncodeOptions options;
+    options.max_length_tokens = max_length;
+    auto encoding = tokenizer_->EncodePair(Hellos(first_pieces), Hellos(second_pieces), options);
+    EXPECT_TRUE(encoding.ok()) << encoding.status().ToString();
+    if (!encoding.ok()) return {-1, -1};
+    int second = 0;
+    for (const int64_t type : encoding->type_ids) second += type == 1 ? 1 : 0;
+    const int first = static_cast<int>(encoding->ids.size()) - second - 2;  // [CLS], [SEP].
+    return {first, second - 1};                                             // B's [SEP].
+  }
+
+  std::unique_ptr<WordPieceTokenizer> tokenizer_;
+};
+
+TEST_F(TinyPairTokenizerTest, EncodesBothTextsWithTheirTypes) {
+  const auto encoding = tokenizer_->EncodePair("Hello, World!", "unaffable", {});
+  ASSERT_TRUE(encoding.ok()) << encoding.status().ToString();
+  EXPECT_EQ(encoding->ids, (Ids{2, 5, 13, 6, 7, 3, 8, 9, 10, 3}));
+  EXPECT_EQ(encoding->type_ids, (Ids{0, 0, 0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_FALSE(encoding->truncated);
+  // Empty texts keep their places; a literal [SEP] in a text is a piece of that text.
+  const auto empty = tokenizer_->EncodePair("", "[SEP]", {});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->ids, (Ids{2, 3, 3, 3}));
+  EXPECT_EQ(empty->type_ids, (Ids{0, 0, 1, 1}));
+  // Single texts are unchanged and carry no types.
+  const auto single = tokenizer_->Encode("hello", {});
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->ids, (Ids{2, 5, 3}));
+  EXPECT_TRUE(single->type_ids.empty());
+}
+
+// Hugging Face's "longest_first" (checked against tokenizers 0.23 for every pair of lengths
+// under 45 at limits 3-17 and 64): the longer text is cut first; once both are over half of
+// the room the shorter keeps room / 2 and the longer the rest, the second counting as the
+// longer on a tie.
+TEST_F(TinyPairTokenizerTest, CutsTheLongerTextFirst) {
+  // max_length 8: room for 5 pieces beside [CLS] [SEP] [SEP].
+  EXPECT_EQ(Kept(4, 1, 8), std::make_pair(4, 1));  // Fits.
+  EXPECT_EQ(Kept(6, 1, 8), std::make_pair(4, 1));
+  EXPECT_EQ(Kept(1, 9, 8), std::make_pair(1, 4));
+  EXPECT_EQ(Kept(6, 4, 8), std::make_pair(3, 2));
+  EXPECT_EQ(Kept(4, 6, 8), std::make_pair(2, 3));
+  EXPECT_EQ(Kept(4, 4, 8), std::make_pair(2, 3));  // A tie: the second keeps the extra one.
+  EXPECT_EQ(Kept(2, 2, 6), std::make_pair(1, 2));
+  EXPECT_EQ(Kept(3, 2, 6), std::make_pair(2, 1));
+  // Both over the whole room: which one is longer still decides, however long they are.
+  EXPECT_EQ(Kept(50, 40, 8), std::make_pair(3, 2));
+  EXPECT_EQ(Kept(40, 50, 8), std::make_pair(2, 3));
+  EXPECT_EQ(Kept(50, 50, 8), std::make_pair(2, 3));
+  EXPECT_EQ(Kept(50, 40, 9), std::make_pair(3, 3));  // Even room: halves.
+  EXPECT_EQ(Kept(0, 0, 3), std::make_pair(0, 0));
+  EXPECT_EQ(Kept(2, 0, 3), std::make_pair(0, 0));
+
+  EncodeOptions options;
+  options.max_length_tokens = 8;
+  const auto cut = tokenizer_->EncodePair(Hellos(6), Hellos(4), options);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_TRUE(cut->truncated);
+  EXPECT_EQ(cut->ids.size(), 8u);
+  const auto fits = tokenizer_->EncodePair(Hellos(4), Hellos(1), options);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_FALSE(fits->truncated);
+}
+
+TEST_F(TinyPairTokenizerTest, LimitsAndRefusals) {
+  EncodeOptions options;
+  options.max_length_tokens = 8;
+  options.truncate = false;
+  const auto refused = tokenizer_->EncodePair(Hellos(3), Hellos(3), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kPayloadTooLarge);
+  EXPECT_NE(refused.status().message().find("limit of 8"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(tokenizer_->EncodePair(Hellos(3), Hellos(2), options).ok());
+
+  options.truncate = true;
+  options.max_length_tokens = 2;  // Under the pair form's three special tokens.
+  const auto too_small = tokenizer_->EncodePair("a", "b", options);
+  ASSERT_FALSE(too_small.ok());
+  EXPECT_EQ(too_small.status().code(), Status::Code::kInvalidArgument);
+  options.max_length_tokens = -1;
+  EXPECT_EQ(tokenizer_->EncodePair("a", "b", options).status().code(),
+            Status::Code::kInvalidArgument);
+  // Above the model's limit is clamped to it.
+  options.max_length_tokens = 1000;
+  const auto clamped = tokenizer_->EncodePair(Hellos(100), Hellos(100), options);
+  ASSERT_TRUE(clamped.ok());
+  EXPECT_EQ(clamped->ids.size(), 64u);
+}
+
+TEST_F(TinyPairTokenizerTest, InvalidUtf8InEitherTextIsReplacedThenDropped) {
+  const auto encoding = tokenizer_->EncodePair("hel\xFFlo", "wor\xE2\x82", {});
+  ASSERT_TRUE(encoding.ok());
+  EXPECT_EQ(encoding->ids, (Ids{2, 5, 3, 1, 3}));  // "wor" is not in the tiny vocabulary.
+}
+
+TEST(WordPieceTokenizerTest, WithoutAPairTemplatePairsAreRefused) {
+  const TempFile file(TinyTokenizerJson().Render());  // Its "pair" template is empty.
+  auto tokenizer = WordPieceTokenizer::FromTokenizerJson(file.path(), 16);
+  ASSERT_TRUE(tokenizer.ok());
+  EXPECT_TRUE((*tokenizer)->Encode("hello", {}).ok());
+  const auto pair = (*tokenizer)->EncodePair("hello", "world", {});
+  ASSERT_FALSE(pair.ok());
+  EXPECT_EQ(pair.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(pair.status().message().find("no pair form"), std::string::npos)
+      << pair.status().message();
+}
+
+TEST(WordPieceTokenizerTest, VocabTxtEncodesPairsAsBert) {
+  const TempFile file("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n##s \nworld\n", ".txt");
+  auto tokenizer = WordPieceTokenizer::FromVocabTxt(file.path());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+  const auto encoding = (*tokenizer)->EncodePair("hellos", "world", {});
+  ASSERT_TRUE(encoding.ok());
+  EXPECT_EQ(encoding->ids, (Ids{2, 5, 6, 3, 7, 3}));
+  EXPECT_EQ(encoding->type_ids, (Ids{0, 0, 0, 0, 1, 1}));
+}
+
 // --- The real all-MiniLM-L6-v2 tokenizer. ---------------------------------------------------
 
 class RealModelTest : public ::testing::Test {
