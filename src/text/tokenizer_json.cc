@@ -164,6 +164,21 @@ bool FindId(const TokenizerSpec& spec, const std::string& token, int64_t* id) {
   return false;
 }
 
+// Appends the ids of TemplateProcessing's special token `name` (its "special_tokens" entry).
+Status AppendSpecialIds(const json& specials, const std::string& name, const Errors& err,
+                        std::vector<int64_t>* out) {
+  const auto sp = specials.find(name);
+  if (sp == specials.end() || !sp->contains("ids") || !(*sp)["ids"].is_array()) {
+    return err.Invalid("TemplateProcessing special token '" + name +
+                       "' is not in \"special_tokens\"");
+  }
+  for (const json& id : (*sp)["ids"]) {
+    if (!id.is_number_unsigned()) return err.Invalid("special token '" + name + "' has a bad id");
+    out->push_back(id.get<int64_t>());
+  }
+  return Status::Ok();
+}
+
 // Reads a template piece's optional "type_id"; false means it has the wrong type.
 bool GetTypeId(const json& piece, int64_t* out) {
   const auto it = piece.find("type_id");
@@ -204,18 +219,10 @@ Status ParsePairTemplate(const json& pp, const json& specials, const Errors& err
     if (!GetTypeId(*special, &type)) {
       return err.Invalid("TemplateProcessing pair: special token '" + name + "' has a bad type_id");
     }
-    const auto sp = specials.find(name);
-    if (sp == specials.end() || !sp->contains("ids") || !(*sp)["ids"].is_array()) {
-      return err.Invalid("TemplateProcessing pair: special token '" + name +
-                         "' is not in \"special_tokens\"");
-    }
     auto& ids = part == 0 ? t.before_a_ids : part == 1 ? t.between_ids : t.after_b_ids;
     auto& types = part == 0 ? t.before_a_types : part == 1 ? t.between_types : t.after_b_types;
-    for (const json& id : (*sp)["ids"]) {
-      if (!id.is_number_unsigned()) return err.Invalid("special token '" + name + "' has a bad id");
-      ids.push_back(id.get<int64_t>());
-      types.push_back(type);
-    }
+    if (Status s = AppendSpecialIds(specials, name, err, &ids); !s.ok()) return s;
+    types.resize(ids.size(), type);
   }
   if (part == 2) spec->pair = std::move(t);
   return Status::Ok();
@@ -241,16 +248,8 @@ Status ParseTemplate(const json& pp, const Errors& err, TokenizerSpec* spec) {
       return err.Unsupported("TemplateProcessing piece " + piece.dump());
     }
     const std::string name = piece["SpecialToken"].value("id", "");
-    const auto sp = specials.find(name);
-    if (sp == specials.end() || !sp->contains("ids") || !(*sp)["ids"].is_array()) {
-      return err.Invalid("TemplateProcessing special token '" + name +
-                         "' is not in \"special_tokens\"");
-    }
     auto& target = seen_sequence ? spec->suffix_ids : spec->prefix_ids;
-    for (const json& id : (*sp)["ids"]) {
-      if (!id.is_number_unsigned()) return err.Invalid("special token '" + name + "' has a bad id");
-      target.push_back(id.get<int64_t>());
-    }
+    if (Status s = AppendSpecialIds(specials, name, err, &target); !s.ok()) return s;
   }
   if (!seen_sequence) return err.Invalid("TemplateProcessing single template has no sequence A");
   return ParsePairTemplate(pp, specials, err, spec);

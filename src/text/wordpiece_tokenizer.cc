@@ -70,6 +70,11 @@ struct WordPieceTokenizer::Scratch {
   }
 };
 
+WordPieceTokenizer::Scratch& WordPieceTokenizer::ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
 Result<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
     const std::string& path, int max_length_tokens) {
   Result<TokenizerSpec> spec = ParseTokenizerJsonFile(path);
@@ -218,7 +223,7 @@ Result<Encoding> WordPieceTokenizer::Encode(std::string_view utf8,
   if (!limit.ok()) return limit.status();
   const size_t budget = *limit - specials;  // Pieces of text that fit.
 
-  thread_local Scratch scratch;
+  Scratch& scratch = ThreadScratch();
   Encoding encoding;
   std::vector<int64_t>& ids = encoding.ids;
   ids.reserve(std::min(utf8.size(), budget + 1) + specials);
@@ -258,7 +263,7 @@ Result<Encoding> WordPieceTokenizer::EncodePair(std::string_view first, std::str
   if (!limit.ok()) return limit.status();
   const size_t budget = *limit - specials;
 
-  thread_local Scratch scratch;
+  Scratch& scratch = ThreadScratch();
   std::vector<int64_t> a;
   std::vector<int64_t> b;
   // As in Encode(), a piece past the budget says enough, except in one case below.

@@ -80,6 +80,8 @@ class WordPieceTokenizer final : public Tokenizer {
 
  private:
   struct Scratch;
+  // This thread's working buffers, shared by Encode() and EncodePair() (neither calls the other).
+  static Scratch& ThreadScratch();
 
   WordPieceTokenizer(const TokenizerSpec& spec, WordPieceModel model, AsciiFastPath ascii,
                      int max_length);
