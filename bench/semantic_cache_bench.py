@@ -3,6 +3,8 @@
 a fixed rate against three fresh `tailcut serve` processes in one run:
 
   semantic   --semantic.enabled, the shipped policy (the verifier at its default bound)
+  reranker   --semantic.policy reranker: the cross-encoder (models/minilm-l6-qqp-reranker)
+             scores the candidates, at its default bound
   exact      --semantic.enabled --semantic.policy exact: only the same text is a hit
   off        no output cache: every request generates
 
@@ -24,8 +26,8 @@ is counted apart as `unlabelled`), client P50/P99 of all requests and of hits, t
 generated (the server's tailcut_generation_generated_tokens_total), and the server's own
 decision time for semantic hits (tailcut_semantic_cache_lookup_seconds{result="semantic_hit"},
 the embedding of the prompt included; P50/P99 as histogram bucket bounds). Afterwards, on an
-idle server of its own, what a semantic hit costs, one request at a time (idle_hits() says
-how).
+idle server of its own per --idle-policies (cosine, reranker), what a semantic hit costs, one
+request at a time (idle_hits() says how).
 
   .venv/bin/python bench/semantic_cache_bench.py            # ~8 minutes
   .venv/bin/python bench/semantic_cache_bench.py --duration 20 --rate 2   # harness check
@@ -59,6 +61,7 @@ DEFAULT_QQP = Path(os.environ.get("TAILCUT_SHARED_DATA", REPO.parent / "shared" 
 MODEL = "smollm2-135m-instruct"
 SYSTEMS = {
     "semantic": ["--semantic.enabled"],
+    "reranker": ["--semantic.enabled", "--semantic.policy", "reranker"],
     "exact": ["--semantic.enabled", "--semantic.policy", "exact"],
     "off": [],
 }
@@ -217,7 +220,7 @@ def run_system(name: str, stream: list[dict], args, tmp: Path) -> dict:
     return out
 
 
-def idle_hits(stream: list[dict], args, tmp: Path) -> dict:
+def idle_hits(stream: list[dict], args, tmp: Path, policy: str = "cosine") -> dict:
     """What a semantic hit costs at the server when generation does not compete for the cores:
     a fresh server whose cosine policy accepts anything at cosine >= 0.5 (so that every
     reworded prompt below hits; the verifier's own scoring is ~20 us a candidate), the first
@@ -226,15 +229,22 @@ def idle_hits(stream: list[dict], args, tmp: Path) -> dict:
     replayed, with the queries embedded by the variant the shipped verifier was measured on (as
     the default configuration does). One request at a time, --idle-gap apart. Per hit: Server-Timing's queue, which
     for an answer from the cache runs from the request's arrival to the cache's decision
-    (embedding included), exact rather than a histogram bucket."""
+    (embedding included), exact rather than a histogram bucket.
+
+    With policy "reranker" the decision also scores the candidates above its measured cosine
+    floor with the cross-encoder, at its loosest operating point (20 % wrong hits) so that
+    most rewordings hit; what a lookup costs does not depend on the threshold."""
     flags = ["--semantic.enabled", "--semantic.policy", "cosine", "--semantic.min_cosine_per_mille", "500"]
+    if policy == "reranker":
+        flags = ["--semantic.enabled", "--semantic.policy", "reranker",
+                 "--semantic.max_wrong_hits_per_mille", "200"]
     # The vector space the shipped verifier was measured in, which the default configuration
     # embeds queries with (the cosine policy alone would use the model's default variant).
     variant = json.loads((REPO / "data" / "semantic_verifier.json").read_text()).get("embedding_variant")
     if variant:
         flags += ["--semantic.embedding_variant", variant]
     firsts = [r["text"] for r in stream if r["role"] == "first"][: args.idle_hits]
-    with Server("idle", flags, args, tmp / "idle.log") as server:
+    with Server(f"idle-{policy}", flags, args, tmp / f"idle-{policy}.log") as server:
         for text in firsts:
             chat(server.port, text, 2, args.timeout)
         ms, decision, kinds = [], [], {}
@@ -293,6 +303,8 @@ def main() -> int:
                     help="seconds between the idle phase's requests")
     ap.add_argument("--idle-hits", type=int, default=50,
                     help="reworded questions sent one at a time to an idle server afterwards (0: none)")
+    ap.add_argument("--idle-policies", default="cosine,reranker",
+                    help="decisions whose idle hit cost is measured (cosine, reranker)")
     ap.add_argument("--server-args", default="", help="extra flags for every server")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -307,9 +319,10 @@ def main() -> int:
         for name in systems:
             print(f"semantic_cache_bench: {name}: {len(stream)} requests at {args.rate} req/s", flush=True)
             results[name] = run_system(name, stream, args, Path(tmp))
-        if args.idle_hits:
-            print(f"semantic_cache_bench: idle semantic hits ({args.idle_hits})", flush=True)
-            idle = idle_hits(stream, args, Path(tmp))
+        idle = {}
+        for policy in (p for p in args.idle_policies.split(",") if p and args.idle_hits):
+            print(f"semantic_cache_bench: idle semantic hits, {policy} ({args.idle_hits})", flush=True)
+            idle[policy] = idle_hits(stream, args, Path(tmp), policy)
     out = args.out or REPO / "bench" / "results" / f"semantic-cache-load-{datetime.now():%Y-%m-%d}.json"
     doc = {"command": " ".join(sys.argv), "date": datetime.now().isoformat(timespec="seconds"),
            "machine": {"cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
@@ -318,8 +331,8 @@ def main() -> int:
            "results": results, "idle_semantic_hits": idle if args.idle_hits else None}
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(markdown(results))
-    if args.idle_hits:
-        print("idle semantic hits:", json.dumps(idle))
+    for policy, figures in idle.items():
+        print(f"idle semantic hits, {policy}:", json.dumps(figures))
     print(f"semantic_cache_bench: wrote {out}")
     return 0
 

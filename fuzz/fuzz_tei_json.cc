@@ -1,4 +1,4 @@
-// Fuzz target: the body of POST /embed (Hugging Face TEI schema).
+// Fuzz target: the body of POST /embed and POST /rerank (Hugging Face TEI schemas).
 #include <cstddef>
 #include <cstdint>
 
@@ -6,6 +6,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static tailcut::fuzz::HttpHarness harness;
-  tailcut::fuzz::PostJson(harness, {"/embed"}, {reinterpret_cast<const char*>(data), size});
+  tailcut::fuzz::PostJson(harness, {"/embed", "/rerank"},
+                          {reinterpret_cast<const char*>(data), size});
   return 0;
 }

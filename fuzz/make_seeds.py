@@ -78,6 +78,12 @@ TEI = {
     "wrong_types": {"inputs": "x", "normalize": "yes", "truncate": 1},
     "token_ids": {"inputs": [[101, 102]]},
     "empty": {"inputs": []},
+    # /rerank's schema (the target posts every body to /embed and /rerank).
+    "rerank": {"query": "what is tail latency?", "texts": ["the slowest requests", "a cache"]},
+    "rerank_options": {"query": "q", "texts": ["a"], "raw_scores": True, "return_text": True,
+                       "truncate": True, "truncation_direction": "Right"},
+    "rerank_wrong_types": {"query": ["q"], "texts": "a", "raw_scores": 1},
+    "rerank_empty_texts": {"query": "q", "texts": []},
     "object_input": {"inputs": {"text": "x"}},
     "prompt_name": {"inputs": "x", "prompt_name": None},
 }
@@ -402,6 +408,7 @@ JSON_TOKENS = ['"', "{", "}", "[", "]", ":", ",", "null", "true", "false", "-0",
                "\\u0000", "\\ud83d\\ude00", "\\ud800"]
 API_KEYS = ["input", "inputs", "model", "encoding_format", "base64", "float", "dimensions",
             "precision", "user", "normalize", "truncate", "truncation_direction", "Right",
+            "query", "texts", "raw_scores", "return_text",
             "name", "shape", "datatype", "data", "parameters", "outputs", "id", "timeout",
             "BYTES", "BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
             "default", "all-MiniLM-L6-v2", "echo", "broken", "fp32", "int8",
@@ -412,7 +419,7 @@ HTTP_TOKENS = ["GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", " HTTP/1
                "Expect: 100-continue", "Content-Type: application/json",
                "X-Request-Timeout-Ms: ", "Cache-Control: no-cache", "Cache-Control: no-store",
                "Authorization: Bearer ", "fuzz-admin-key", "fuzz-api-key", "/v1/embeddings", "/v1/models",
-               "/embed", "/info", "/health", "/v2", "/v2/health/live", "/v2/health/ready",
+               "/embed", "/rerank", "/info", "/health", "/v2", "/v2/health/live", "/v2/health/ready",
                "/v2/models/", "/infer", "/ready", "/metrics", "/admin/cache", "/admin/models/",
                "/precision", "/reload", "0\r\n\r\n", "?", "%2F",
                "Inference-Header-Content-Length: ", "/v2/repository/index", "/config", "/stats"]

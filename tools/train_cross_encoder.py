@@ -9,8 +9,9 @@ two embeddings made apart, plus a few lexical mismatches. A cross-encoder reads 
 one pass (``[CLS] a [SEP] b [SEP]``), so every token of one attends to every token of the
 other. On a split by connected question groups it measured 8.0 % wrong hits at a 20 %
 duplicate hit rate against one cosine threshold's 13.5 % (docs/semantic-cache-evaluation.md,
-"A cross-encoder over the two texts"). The server does not use it yet; this tool and
-tools/export_cross_encoder.py are the first half of shipping it.
+"A cross-encoder over the two texts"). tools/export_cross_encoder.py turns its delta into the
+served reranker model, and tools/calibrate_cross_encoder.py measures the operating points of the
+semantic cache's ``reranker`` policy.
 
 What it trains
 --------------

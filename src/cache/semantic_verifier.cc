@@ -407,14 +407,7 @@ Status Invalid(const std::string& what) {
 
 // A finite number at `key` of `object`, described as `where` in errors.
 Result<double> NumberAt(const json& object, const char* key, const std::string& where) {
-  auto it = object.find(key);
-  if (it == object.end()) return Invalid(where + "\"" + key + "\" is missing");
-  if (!it->is_number()) {
-    return Invalid(where + "\"" + key + "\" must be a number, not " + it->type_name());
-  }
-  const double v = it->get<double>();
-  if (!std::isfinite(v)) return Invalid(where + "\"" + key + "\" is not finite");
-  return v;
+  return SemanticDocumentNumber(object, key, "semantic verifier weights", where);
 }
 
 }  // namespace
@@ -489,41 +482,9 @@ Result<SemanticVerifier> SemanticVerifier::FromJson(std::string_view text) {
     v.terms_.push_back(std::move(term));
   }
 
-  auto points = doc.find("operating_points");
-  if (points == doc.end() || !points->is_array() || points->empty()) {
-    return Invalid("\"operating_points\" must be a non-empty array");
-  }
-  for (size_t i = 0; i < points->size(); ++i) {
-    const json& p = (*points)[i];
-    const std::string where = "operating_points[" + std::to_string(i) + "] ";
-    if (!p.is_object()) return Invalid(where + "must be an object");
-    OperatingPoint point;
-    struct Field {
-      const char* key;
-      double* out;
-    };
-    const Field fields[] = {{"max_wrong_hit_share", &point.max_wrong_hit_share},
-                            {"threshold", &point.threshold},
-                            {"hit_rate", &point.hit_rate},
-                            {"wrong_hit_share", &point.wrong_hit_share}};
-    for (const Field& field : fields) {
-      auto value = NumberAt(p, field.key, where);
-      if (!value.ok()) return value.status();
-      if (*value < 0 || *value > 1) {
-        return Invalid(where + "\"" + field.key + "\" must be in [0, 1]");
-      }
-      *field.out = *value;
-    }
-    v.points_.push_back(point);
-  }
-
-  auto default_share = NumberAt(doc, "default_max_wrong_hit_share", "");
-  if (!default_share.ok()) return default_share.status();
-  v.default_max_wrong_hit_share_ = *default_share;
-  if (!v.OperatingPointFor(*default_share).ok()) {
-    return Invalid("\"default_max_wrong_hit_share\" " + std::to_string(*default_share) +
-                   " has no operating point whose measured wrong-hit share is that low");
-  }
+  auto points = SemanticOperatingPoints::FromJson(doc, "semantic verifier weights");
+  if (!points.ok()) return points.status();
+  v.points_ = std::move(points).value();
   return v;
 }
 
@@ -547,26 +508,7 @@ double SemanticVerifier::Probability(const SemanticPairFeatures& features) const
 
 Result<SemanticVerifier::OperatingPoint> SemanticVerifier::OperatingPointFor(
     double max_wrong_hit_share) const {
-  if (!(max_wrong_hit_share >= 0 && max_wrong_hit_share <= 1)) {
-    return Status::InvalidArgument("the accepted wrong-hit share must be in [0, 1], not " +
-                                   std::to_string(max_wrong_hit_share));
-  }
-  const OperatingPoint* best = nullptr;
-  double lowest = 1;
-  double highest = 0;
-  for (const OperatingPoint& p : points_) {
-    lowest = std::min(lowest, p.wrong_hit_share);
-    highest = std::max(highest, p.wrong_hit_share);
-    if (p.wrong_hit_share > max_wrong_hit_share) continue;
-    if (best == nullptr || p.hit_rate > best->hit_rate) best = &p;
-  }
-  if (best == nullptr) {
-    return Status::NotFound(
-        "no operating point of the semantic verifier has a measured wrong-hit share of at most " +
-        std::to_string(max_wrong_hit_share) + "; its points measured " + std::to_string(lowest) +
-        " to " + std::to_string(highest));
-  }
-  return *best;
+  return points_.For(max_wrong_hit_share);
 }
 
 Result<double> SemanticVerifier::ThresholdFor(double max_wrong_hit_share) const {

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/semantic_operating_points.h"
 #include "common/status.h"
 
 namespace tailcut {
@@ -72,16 +73,8 @@ SemanticPairFeatures ExtractSemanticPairFeatures(std::string_view query, std::st
 
 class SemanticVerifier {
  public:
-  // One row of the operating-point table: the probability threshold chosen on the calibration
-  // split for an accepted wrong-hit share δ, and what it measured on pairs used for nothing
-  // else. hit_rate = duplicate pairs that hit / duplicate pairs; wrong_hit_share =
-  // non-duplicate pairs that hit / all pairs that hit.
-  struct OperatingPoint {
-    double max_wrong_hit_share = 0;  // δ the threshold was chosen for (calibration split).
-    double threshold = 0;            // Reuse the cached answer when Probability() >= this.
-    double hit_rate = 0;             // Measured on the held-out test split.
-    double wrong_hit_share = 0;      // Measured on the held-out test split.
-  };
+  // One row of the operating-point table (semantic_operating_points.h).
+  using OperatingPoint = SemanticOperatingPoint;
 
   // Parses a weights document (format "tailcut.semantic_verifier/1", see
   // data/semantic_verifier.json). Every listed feature must be one of
@@ -106,12 +99,12 @@ class SemanticVerifier {
   Result<OperatingPoint> OperatingPointFor(double max_wrong_hit_share) const;
   Result<double> ThresholdFor(double max_wrong_hit_share) const;
   // The δ the document recommends (its "default_max_wrong_hit_share"), and its point.
-  double default_max_wrong_hit_share() const { return default_max_wrong_hit_share_; }
+  double default_max_wrong_hit_share() const { return points_.default_max_wrong_hit_share(); }
   Result<OperatingPoint> DefaultOperatingPoint() const {
-    return OperatingPointFor(default_max_wrong_hit_share_);
+    return OperatingPointFor(points_.default_max_wrong_hit_share());
   }
 
-  const std::vector<OperatingPoint>& operating_points() const { return points_; }
+  const std::vector<OperatingPoint>& operating_points() const { return points_.points(); }
   // The precision variant of the embedding model whose cosines the document was trained and
   // measured on (its optional "embedding_variant"; empty: the model's default). Its operating
   // points hold in that vector space only, so the server embeds queries with it.
@@ -130,8 +123,7 @@ class SemanticVerifier {
 
   std::vector<Term> terms_;
   double bias_ = 0;
-  double default_max_wrong_hit_share_ = 0;
-  std::vector<OperatingPoint> points_;
+  SemanticOperatingPoints points_;
   std::string embedding_variant_;
 };
 

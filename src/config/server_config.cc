@@ -374,13 +374,15 @@ std::vector<Setting> BuildSettings() {
       "Answer generation requests from cached answers to the same question "
       "(deterministic requests only, unless cache_sampling_requests).",
       [](auto& c) -> auto& { return c.service.semantic_cache.enabled; }));
-  t.push_back(Field(
-                  "semantic.policy",
-                  "How a cached query is judged the same question: verifier (trained pair "
-                  "classifier at the max_wrong_hits_per_mille bound), cosine (min_cosine_per_mille "
-                  "alone), exact (identical text only).",
-                  [](auto& c) -> auto& { return c.service.semantic_cache.policy; })
-                  .OneOf({"verifier", "cosine", "exact"}));
+  t.push_back(
+      Field(
+          "semantic.policy",
+          "How a cached query is judged the same question: verifier (trained pair "
+          "classifier at the max_wrong_hits_per_mille bound), reranker (a cross-encoder "
+          "reads both texts, at that bound: fewer wrong hits, one model pass more per lookup), "
+          "cosine (min_cosine_per_mille alone), exact (identical text only).",
+          [](auto& c) -> auto& { return c.service.semantic_cache.policy; })
+          .OneOf({"verifier", "reranker", "cosine", "exact"}));
   t.push_back(Field(
       "semantic.embedding_model",
       "Text-embedding model that embeds queries; empty = the default one.",
@@ -388,26 +390,38 @@ std::vector<Setting> BuildSettings() {
   t.push_back(Field(
       "semantic.embedding_variant",
       "Precision variant of that model that embeds queries; empty = the one the "
-      "verifier was measured on (verifier policy), else the model's default.",
+      "verifier or reranker policy was measured on, else the model's default.",
       [](auto& c) -> auto& { return c.service.semantic_cache.embedding_variant; }));
+  t.push_back(Field(
+      "semantic.reranker_model",
+      "Reranker policy: the reranker model (its folder holds "
+      "semantic_operating_points.json); empty = the repository's first reranker.",
+      [](auto& c) -> auto& { return c.service.semantic_cache.reranker_model; }));
   t.push_back(
       Field(
           "semantic.max_wrong_hits_per_mille",
-          "Verifier policy: the share of hits that may be wrong (per thousand, as "
-          "measured on held-out labelled question pairs); 0 = the verifier's default.",
+          "Verifier and reranker policies: the share of hits that may be wrong (per thousand, "
+          "as measured on held-out labelled question pairs); 0 = the policy's default.",
           [](auto& c) -> auto& { return c.service.semantic_cache.max_wrong_hits_per_mille; })
           .AtLeast(0)
           .AtMost(1000));
   t.push_back(Field(
                   "semantic.min_cosine_per_mille",
                   "Cosine policy: the threshold (per thousand). Verifier policy: candidates "
-                  "below it are not scored.",
+                  "below it are not scored (the reranker policy uses its own measured floor).",
                   [](auto& c) -> auto& { return c.service.semantic_cache.min_cosine_per_mille; })
                   .AtLeast(0)
                   .AtMost(1000));
   t.push_back(Field(
                   "semantic.candidates", "Nearest cached queries scored per lookup.",
                   [](auto& c) -> auto& { return c.service.semantic_cache.candidates; })
+                  .AtLeast(1)
+                  .AtMost(64));
+  t.push_back(Field(
+                  "semantic.reranker_candidates",
+                  "Reranker policy: of those, the nearest scored by the reranker (one model "
+                  "pair each, milliseconds apiece); its operating points were measured with 1.",
+                  [](auto& c) -> auto& { return c.service.semantic_cache.reranker_candidates; })
                   .AtLeast(1)
                   .AtMost(64));
   t.push_back(Field(

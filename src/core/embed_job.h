@@ -65,6 +65,12 @@ class EmbedJob {
 
 class EmbeddingCache;
 
+// One input's tokens as the model takes them.
+struct TokenizedInput {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> type_ids;  // A reranker's pair: each id's token type. Empty = all 0.
+};
+
 // What a queued item must do for the cache when its row is computed (or cannot be).
 struct CacheTicket {
   CacheKey key;
@@ -78,12 +84,12 @@ struct CacheTicket {
 
 class EmbedItemTask final : public BatchTask {
  public:
-  EmbedItemTask(std::shared_ptr<EmbedJob> job, size_t index, std::vector<int64_t> ids, int variant,
+  EmbedItemTask(std::shared_ptr<EmbedJob> job, size_t index, TokenizedInput tokens, int variant,
                 bool normalize, int64_t enqueued_micros, int64_t deadline_micros,
                 std::optional<CacheTicket> ticket, EmbeddingCache* cache)
       : job_(std::move(job)),
         index_(index),
-        ids_(std::move(ids)),
+        tokens_(std::move(tokens)),
         variant_(variant),
         normalize_(normalize),
         enqueued_(enqueued_micros),
@@ -92,7 +98,7 @@ class EmbedItemTask final : public BatchTask {
         cache_(cache) {}
 
   int64_t rows() const override { return 1; }
-  int64_t length() const override { return static_cast<int64_t>(ids_.size()); }
+  int64_t length() const override { return static_cast<int64_t>(tokens_.ids.size()); }
   // Variants are different models: their items never share a batch.
   uint64_t batch_key() const override { return static_cast<uint64_t>(variant_); }
   int64_t enqueue_time_micros() const override { return enqueued_; }
@@ -110,14 +116,15 @@ class EmbedItemTask final : public BatchTask {
 
   EmbedJob& job() { return *job_; }
   size_t index() const { return index_; }
-  const std::vector<int64_t>& ids() const { return ids_; }
+  const std::vector<int64_t>& ids() const { return tokens_.ids; }
+  const std::vector<int64_t>& type_ids() const { return tokens_.type_ids; }
   int variant() const { return variant_; }
   bool normalize() const { return normalize_; }
 
  private:
   std::shared_ptr<EmbedJob> job_;
   size_t index_;
-  std::vector<int64_t> ids_;
+  TokenizedInput tokens_;
   int variant_;
   bool normalize_;
   int64_t enqueued_;

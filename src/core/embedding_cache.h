@@ -66,13 +66,24 @@ class EmbeddingCache {
   ~EmbeddingCache();
 
   struct Item {
-    size_t index;
+    Item() = default;
+    Item(size_t index, std::vector<int64_t> ids, CacheKey key,
+         std::optional<CacheKey> read_first = std::nullopt, std::vector<int64_t> type_ids = {})
+        : index(index),
+          ids(std::move(ids)),
+          key(key),
+          read_first(read_first),
+          type_ids(std::move(type_ids)) {}
+
+    size_t index = 0;
     std::vector<int64_t> ids;
     CacheKey key;  // Where the computed row is stored, and looked up.
     // Looked up before `key` (L1, then in the same L2 round trip) and never written: the
     // reference variant's entry while the controller serves an interchangeable fast variant,
     // so a precision switch does not turn every cached row into a miss.
     std::optional<CacheKey> read_first;
+    // A reranker's pair: the token types of `ids` (the key covers them). Empty = all 0.
+    std::vector<int64_t> type_ids;
   };
   // Schedules items the model must compute; each carries its ticket. An error (queue full)
   // fails the whole request.

@@ -26,6 +26,9 @@ namespace tailcut {
 struct EmbedRequest {
   std::string model;                // A model name or alias; "default" = the default model.
   std::vector<std::string> inputs;  // UTF-8 texts.
+  // A reranker's inputs are pairs: inputs[i] with second_inputs[i] (as many), each scored as
+  // one sequence through the tokenizer's pair template. Empty for a text-embedding model.
+  std::vector<std::string> second_inputs;
   std::optional<bool> normalize;    // Unset = the model's configuration.
   bool truncate = true;             // False: an over-long input is an error, not cut.
   std::string precision;            // A variant pin ("fp32", "int8", ...); empty = server's choice.

@@ -110,6 +110,9 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(
     if (s->default_generative_model_.empty() && config->kind == ModelKind::kGenerative) {
       s->default_generative_model_ = config->name;
     }
+    if (s->default_reranker_.empty() && config->kind == ModelKind::kReranker) {
+      s->default_reranker_ = config->name;
+    }
     s->entries_.emplace(config->name, std::move(entry));
   }
   if (!options.default_model.empty()) {
@@ -162,6 +165,11 @@ Status InferenceService::CreateSemanticCache() {
     if (!verifier.ok()) return verifier.status();
     deps.verifier = std::make_shared<const SemanticVerifier>(std::move(verifier).value());
   }
+  std::string measured_on = deps.verifier ? deps.verifier->embedding_variant() : "";
+  if (o.policy == "reranker") {
+    if (Status s = WireSemanticReranker(&o, &deps); !s.ok()) return s;
+    measured_on = deps.reranker_points->embedding_variant;
+  }
   if (o.policy != "exact") {
     const Entry* model = Find(o.embedding_model.empty() ? default_model_ : o.embedding_model);
     if (!model || model->config.kind != ModelKind::kTextEmbedding) {
@@ -173,7 +181,7 @@ Status InferenceService::CreateSemanticCache() {
     }
     // Pinned to one variant: the verifier's operating points are measured in one vector space,
     // and a precision switch under load must not move the queries out of it.
-    auto variant = SemanticEmbeddingVariant(o, deps.verifier.get(), model->config);
+    auto variant = SemanticEmbeddingVariant(o, measured_on, model->config);
     if (!variant.ok()) return variant.status();
     o.embedding_model = model->config.name;
     o.embedding_variant = *variant;
@@ -187,13 +195,7 @@ Status InferenceService::CreateSemanticCache() {
       e.inputs = {text};
       e.normalize = true;
       e.precision = variant;
-      e.received_micros = r.received_micros;
-      e.deadline_micros = r.deadline_micros;
-      e.cancellation = r.cancellation;
-      Embed(std::move(e), [done = std::move(done)](Result<EmbedResult> result) {
-        if (!result.ok()) return done(result.status());
-        done(std::move(result->embeddings));
-      });
+      EmbedForGeneration(r, std::move(e), std::move(done));
     };
   }
   const bool shared = redis_ && options_.semantic_sync.enabled;
@@ -213,17 +215,70 @@ Status InferenceService::CreateSemanticCache() {
                                             std::move(post), o.store.ttl_micros, clock_);
     semantic_sync_->Start();
   }
-  spdlog::info("semantic output cache: policy {}{}{}", o.policy,
-               o.policy == "verifier" ? fmt::format(", probability threshold {:.3f}",
-                                                    semantic_cache_->verifier_threshold())
-                                      : std::string(),
-               shared ? ", shared through Redis" : "");
+  spdlog::info(
+      "semantic output cache: policy {}{}{}", o.policy,
+      o.policy == "verifier" || o.policy == "reranker"
+          ? fmt::format(", probability threshold {:.3f}", semantic_cache_->verifier_threshold())
+          : std::string(),
+      shared ? ", shared through Redis" : "");
   return Status::Ok();
+}
+
+Status InferenceService::WireSemanticReranker(SemanticCacheOptions* o,
+                                              SemanticOutputCache::Deps* deps) {
+  const Entry* reranker = Find(o->reranker_model, ModelKind::kReranker);
+  if (!reranker || reranker->config.kind != ModelKind::kReranker) {
+    return Status::InvalidArgument(
+        "semantic.reranker_model '" + o->reranker_model + "' is not a reranker of the repository" +
+        (o->reranker_model.empty() ? " (empty: the first reranker, and the repository has none)"
+                                   : std::string()));
+  }
+  const std::string path =
+      (std::filesystem::path(reranker->config.dir) / "semantic_operating_points.json").string();
+  auto points = SemanticRerankerDocument::Load(path);
+  if (!points.ok()) return points.status();
+  bool has_variant = false;
+  for (const auto& v : reranker->config.variants) has_variant |= v.name == points->reranker_variant;
+  if (!has_variant) {
+    return Status::InvalidArgument("'" + path + "' was measured on variant '" +
+                                   points->reranker_variant + "', which reranker '" +
+                                   reranker->config.name + "' does not have");
+  }
+  o->reranker_model = reranker->config.name;
+  spdlog::info("semantic output cache: candidates scored by reranker '{}', variant '{}'",
+               o->reranker_model, points->reranker_variant);
+  deps->reranker_points = std::make_shared<const SemanticRerankerDocument>(*points);
+  // Pinned to the measured variant, as the embedding is: the operating points hold there.
+  deps->rerank = [this, name = o->reranker_model, variant = points->reranker_variant](
+                     const GenerateRequest& r, const std::string& query,
+                     std::vector<std::string> cached,
+                     std::function<void(Result<std::vector<float>>)> done) {
+    EmbedRequest e;
+    e.model = name;
+    e.inputs.assign(cached.size(), query);
+    e.second_inputs = std::move(cached);
+    e.truncate = true;
+    e.precision = variant;
+    EmbedForGeneration(r, std::move(e), std::move(done));
+  };
+  return Status::Ok();
+}
+
+void InferenceService::EmbedForGeneration(const GenerateRequest& generation, EmbedRequest request,
+                                          std::function<void(Result<std::vector<float>>)> done) {
+  request.received_micros = generation.received_micros;
+  request.deadline_micros = generation.deadline_micros;
+  request.cancellation = generation.cancellation;
+  Embed(std::move(request), [done = std::move(done)](Result<EmbedResult> result) {
+    if (!result.ok()) return done(result.status());
+    done(std::move(result->embeddings));
+  });
 }
 
 Result<std::shared_ptr<Servable>> InferenceService::Build(const ModelConfig& config) {
   switch (config.kind) {
-    case ModelKind::kTextEmbedding: {
+    case ModelKind::kTextEmbedding:
+    case ModelKind::kReranker: {
       auto loaded =
           TextEmbeddingServable::Load(config, options_.session, options_.text,
                                       metric_families_.ForModel(config.name), cache_.get(), clock_);
@@ -329,11 +384,12 @@ void InferenceService::Shutdown(bool drain) {
   }
 }
 
-InferenceService::Entry* InferenceService::Find(const std::string& name, bool generative) const {
+InferenceService::Entry* InferenceService::Find(const std::string& name, ModelKind kind) const {
   const bool is_default = name.empty() || name == "default";
-  const std::string& key = !is_default  ? name
-                           : generative ? default_generative_model_
-                                        : default_model_;
+  const std::string& key = !is_default                      ? name
+                           : kind == ModelKind::kGenerative ? default_generative_model_
+                           : kind == ModelKind::kReranker   ? default_reranker_
+                                                            : default_model_;
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : it->second.get();
 }
@@ -391,8 +447,12 @@ bool InferenceService::StartLoader(std::function<void()> work) {
 
 void InferenceService::Embed(EmbedRequest request, EmbedCallback done) {
   if (shutting_down_) return done(Status::Unavailable("server is shutting down"));
-  Entry* entry = Find(request.model);
+  const bool pairs = !request.second_inputs.empty();
+  Entry* entry = Find(request.model, pairs ? ModelKind::kReranker : ModelKind::kTextEmbedding);
   if (!entry) {
+    if (pairs && (request.model.empty() || request.model == "default")) {
+      return done(Status::NotFound("no reranker is served"));
+    }
     return done(Status::NotFound("model '" + request.model + "' does not exist"));
   }
   if (entry->config.kind == ModelKind::kGenerative) {
@@ -400,11 +460,17 @@ void InferenceService::Embed(EmbedRequest request, EmbedCallback done) {
                                         "' is a generative model; use /v1/completions or "
                                         "/v1/chat/completions"));
   }
-  if (entry->config.kind != ModelKind::kTextEmbedding) {
+  if (!IsTextModel(entry->config.kind)) {
     return done(Status::InvalidArgument("model '" + entry->config.name +
                                         "' is not a text-embedding model; use "
                                         "/v2/models/" +
                                         entry->config.name + "/infer"));
+  }
+  if (pairs != (entry->config.kind == ModelKind::kReranker)) {
+    return done(Status::InvalidArgument(
+        pairs ? "model '" + entry->config.name + "' is a text-embedding model, not a reranker"
+              : "model '" + entry->config.name +
+                    "' is a reranker: send a query and texts to /rerank"));
   }
   auto shared_request = std::make_shared<EmbedRequest>(std::move(request));
   auto shared_done = std::make_shared<EmbedCallback>(std::move(done));
@@ -433,6 +499,10 @@ void InferenceService::Infer(TensorRequest request, TensorCallback done) {
                                         "' is a generative model; use /v1/completions or "
                                         "/v1/chat/completions"));
   }
+  if (entry->config.kind == ModelKind::kReranker) {
+    return done(Status::InvalidArgument("model '" + entry->config.name +
+                                        "' is a reranker; send a query and texts to /rerank"));
+  }
   if (entry->config.kind != ModelKind::kTensor) {
     return done(Status::InvalidArgument(
         "model '" + entry->config.name +
@@ -453,7 +523,7 @@ void InferenceService::Infer(TensorRequest request, TensorCallback done) {
 
 void InferenceService::Generate(GenerateRequest request, GenerationSinkPtr sink) {
   if (shutting_down_) return sink->OnEnd(Status::Unavailable("server is shutting down"));
-  Entry* entry = Find(request.model, /*generative=*/true);
+  Entry* entry = Find(request.model, ModelKind::kGenerative);
   if (!entry) {
     if (request.model.empty() || request.model == "default") {
       return sink->OnEnd(Status::NotFound("no generative model is served"));
@@ -464,7 +534,8 @@ void InferenceService::Generate(GenerateRequest request, GenerationSinkPtr sink)
     return sink->OnEnd(Status::InvalidArgument(
         "model '" + entry->config.name + "' is a " +
         std::string(ModelKindName(entry->config.kind)) + " model, not a generative one; " +
-        (entry->config.kind == ModelKind::kTextEmbedding
+        (entry->config.kind == ModelKind::kReranker ? "send a query and texts to /rerank"
+         : entry->config.kind == ModelKind::kTextEmbedding
              ? "send texts to /v1/embeddings"
              : "send tensors to /v2/models/" + entry->config.name + "/infer")));
   }

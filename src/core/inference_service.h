@@ -120,14 +120,21 @@ class InferenceService final : public InferenceApi {
 
   InferenceService(const InferenceServiceOptions& options, MetricsRegistry& metrics,
                    const Clock& clock);
-  // The entry `name` names; "default" and "" mean default_model_ (or, for generation,
-  // default_generative_model_).
-  Entry* Find(const std::string& name, bool generative = false) const;
+  // The entry `name` names; "default" and "" mean the default model of `kind`: default_model_
+  // (an embedding model, or the one the operator named), default_generative_model_ or
+  // default_reranker_.
+  Entry* Find(const std::string& name, ModelKind kind = ModelKind::kTextEmbedding) const;
   // Runs `then` once the model is ready (now, or when its load finishes), or with the error.
   void WithModel(Entry* entry, std::function<void(const Status&)> then);
   Status LoadEntry(Entry* entry);
   // Builds semantic_cache_ from options_.semantic_cache (Create(), once the entries are read).
   Status CreateSemanticCache();
+  // The reranker policy's part of it: the reranker model, its operating points, its scorer.
+  Status WireSemanticReranker(SemanticCacheOptions* options, SemanticOutputCache::Deps* deps);
+  // Runs `request` (the semantic cache's embedding or reranking of a generation request's
+  // prompt) within `generation`'s deadline and cancellation; `done` gets its rows.
+  void EmbedForGeneration(const GenerateRequest& generation, EmbedRequest request,
+                          std::function<void(Result<std::vector<float>>)> done);
   // Runs `work` on a loader thread; false (nothing runs) once shutting down.
   bool StartLoader(std::function<void()> work);
   Result<std::shared_ptr<Servable>> Build(const ModelConfig& config);
@@ -150,6 +157,7 @@ class InferenceService final : public InferenceApi {
   std::atomic<WorkPool*> work_pool_{nullptr};
   std::string default_model_;
   std::string default_generative_model_;
+  std::string default_reranker_;  // The first reranker (by folder name).
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> startup_loaded_{false};

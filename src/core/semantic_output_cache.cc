@@ -238,9 +238,23 @@ Result<std::unique_ptr<SemanticOutputCache>> SemanticOutputCache::Create(
       return Status::InvalidArgument("semantic.max_wrong_hits_per_mille: " + t.status().message());
     }
     threshold = *t;
+  } else if (options.policy == "reranker") {
+    if (!deps.rerank || !deps.reranker_points) {
+      return Status::InvalidArgument("semantic.policy 'reranker' needs a reranker model");
+    }
+    const double delta = options.max_wrong_hits_per_mille > 0
+                             ? static_cast<double>(options.max_wrong_hits_per_mille) / 1000.0
+                             : deps.reranker_points->points.default_max_wrong_hit_share();
+    auto point = deps.reranker_points->points.For(delta);
+    if (!point.ok()) {
+      return Status::InvalidArgument("semantic.max_wrong_hits_per_mille: " +
+                                     point.status().message());
+    }
+    threshold = point->threshold;
   } else if (options.policy != "cosine" && options.policy != "exact") {
-    return Status::InvalidArgument("semantic.policy must be verifier, cosine or exact, not '" +
-                                   options.policy + "'");
+    return Status::InvalidArgument(
+        "semantic.policy must be verifier, reranker, cosine or exact, not '" + options.policy +
+        "'");
   }
   if (options.policy != "exact" && !deps.embed) {
     return Status::InvalidArgument("the semantic cache needs an embedding model");
@@ -252,9 +266,10 @@ Result<std::unique_ptr<SemanticOutputCache>> SemanticOutputCache::Create(
 SemanticOutputCache::SemanticOutputCache(const SemanticCacheOptions& options, Deps deps,
                                          double verifier_threshold)
     : options_(options),
-      policy_(options.policy == "verifier" ? Policy::kVerifier
-              : options.policy == "cosine" ? Policy::kCosine
-                                           : Policy::kExact),
+      policy_(options.policy == "verifier"   ? Policy::kVerifier
+              : options.policy == "reranker" ? Policy::kReranker
+              : options.policy == "cosine"   ? Policy::kCosine
+                                             : Policy::kExact),
       deps_(std::move(deps)),
       verifier_threshold_(verifier_threshold),
       store_(options.store, deps_.clock ? *deps_.clock : SystemClock::Get()) {
@@ -322,9 +337,20 @@ void SemanticOutputCache::AfterEmbedding(std::shared_ptr<Lookup> lookup,
   if (!embedding.ok()) return Post([this, lookup] { Miss(lookup); });
   lookup->embedding = std::move(embedding).value();
   if (lookup->read) {
-    const float floor = static_cast<float>(options_.min_cosine_per_mille) / 1000.0f;
+    // The reranker's operating points were measured with its document's floor.
+    const float floor = policy_ == Policy::kReranker
+                            ? static_cast<float>(deps_.reranker_points->min_cosine)
+                            : static_cast<float>(options_.min_cosine_per_mille) / 1000.0f;
     auto candidates =
         store_.Search(lookup->partition, lookup->embedding, options_.candidates, floor);
+    if (policy_ == Policy::kReranker) {
+      if (candidates.empty()) return Post([this, lookup] { Miss(lookup); });
+      // Most similar first: the reranker reads the nearest few only.
+      if (candidates.size() > static_cast<size_t>(options_.reranker_candidates)) {
+        candidates.resize(static_cast<size_t>(std::max(1, options_.reranker_candidates)));
+      }
+      return Rerank(std::move(lookup), std::move(candidates));
+    }
     const SemanticEntry* best = nullptr;
     float best_cosine = 0;
     double best_score = -1;
@@ -341,20 +367,55 @@ void SemanticOutputCache::AfterEmbedding(std::shared_ptr<Lookup> lookup,
         best_cosine = c.cosine;
       }
     }
-    if (best) {
-      semantic_hits_.fetch_add(1, std::memory_order_relaxed);
-      if (metrics_) {
-        metrics_->semantic.Inc();
-        metrics_->similarity.Observe(best_cosine);
-      }
-      // The candidates hold their entries alive while the replay runs.
-      auto hold = std::make_shared<std::vector<SemanticCandidate>>(std::move(candidates));
-      return Post([this, lookup, hold, best, best_cosine] {
-        Replay(*lookup, *best, "semantic", best_cosine);
-      });
-    }
+    if (best) return SemanticHit(std::move(lookup), std::move(candidates), best, best_cosine);
   }
   Post([this, lookup] { Miss(lookup); });
+}
+
+void SemanticOutputCache::SemanticHit(std::shared_ptr<Lookup> lookup,
+                                      std::vector<SemanticCandidate> candidates,
+                                      const SemanticEntry* best, float cosine) {
+  semantic_hits_.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_) {
+    metrics_->semantic.Inc();
+    metrics_->similarity.Observe(cosine);
+  }
+  // The candidates hold their entries alive while the replay runs.
+  auto hold = std::make_shared<std::vector<SemanticCandidate>>(std::move(candidates));
+  Post([this, lookup, hold, best, cosine] { Replay(*lookup, *best, "semantic", cosine); });
+}
+
+void SemanticOutputCache::Rerank(std::shared_ptr<Lookup> lookup,
+                                 std::vector<SemanticCandidate> candidates) {
+  std::vector<std::string> cached;
+  cached.reserve(candidates.size());
+  for (const auto& c : candidates) cached.push_back(c.entry->query);
+  // The candidates (and so their entries) live in the callback until the decision is made.
+  auto held = std::make_shared<std::vector<SemanticCandidate>>(std::move(candidates));
+  const GenerateRequest& r = lookup->request;
+  deps_.rerank(r, lookup->query, std::move(cached),
+               [this, lookup, held](Result<std::vector<float>> logits) mutable {
+                 // Like the embedding: a failure (overload, deadline) is a miss, never the
+                 // request's error.
+                 if (!logits.ok() || logits->size() != held->size()) {
+                   return Post([this, lookup] { Miss(lookup); });
+                 }
+                 const SemanticEntry* best = nullptr;
+                 float best_cosine = 0;
+                 double best_probability = -1;
+                 for (size_t i = 0; i < held->size(); ++i) {
+                   const double z = (*logits)[i];
+                   const double probability =
+                       z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
+                   if (probability < verifier_threshold_ || probability <= best_probability)
+                     continue;
+                   best = (*held)[i].entry.get();
+                   best_probability = probability;
+                   best_cosine = (*held)[i].cosine;
+                 }
+                 if (!best) return Post([this, lookup] { Miss(lookup); });
+                 SemanticHit(std::move(lookup), std::move(*held), best, best_cosine);
+               });
 }
 
 std::shared_ptr<SemanticOutputCache::Flight> SemanticOutputCache::TakeFlight(
@@ -469,7 +530,7 @@ SemanticCacheStats SemanticOutputCache::stats() const {
 }
 
 Result<std::string> SemanticEmbeddingVariant(const SemanticCacheOptions& options,
-                                             const SemanticVerifier* verifier,
+                                             const std::string& measured_on,
                                              const ModelConfig& model) {
   std::string names;
   auto has = [&](const std::string& name) {
@@ -487,12 +548,12 @@ Result<std::string> SemanticEmbeddingVariant(const SemanticCacheOptions& options
                                    "' is not a variant of model '" + model.name + "' (it has " +
                                    (names.empty() ? std::string("none") : names) + ")");
   }
-  if (verifier && !verifier->embedding_variant().empty()) {
-    if (has(verifier->embedding_variant())) return verifier->embedding_variant();
+  if (!measured_on.empty()) {
+    if (has(measured_on)) return measured_on;
     spdlog::warn(
-        "semantic output cache: the verifier was measured on variant '{}', which model '{}' "
-        "lacks; queries use '{}' and the verifier's wrong-hit bounds may not hold there",
-        verifier->embedding_variant(), model.name, fallback);
+        "semantic output cache: the {} policy was measured on variant '{}', which model '{}' "
+        "lacks; queries use '{}' and its wrong-hit bounds may not hold there",
+        options.policy, measured_on, model.name, fallback);
   }
   return fallback;
 }

@@ -16,15 +16,17 @@
 //   4. Semantic match: the query is embedded with the configured embedding model through the
 //      core (in process, through its batching and embedding cache, so a burst of lookups is one
 //      batch), the partition's nearest entries are found (SemanticStore, HNSW), and the decision
-//      policy accepts the best candidate or none: a cosine threshold, or a verifier trained on
+//      policy accepts the best candidate or none: a cosine threshold, a verifier trained on
 //      labelled question pairs whose probability threshold is chosen for the operator's bound
-//      on wrong hits (SemanticVerifier, max_wrong_hits_per_mille).
+//      on wrong hits (SemanticVerifier, max_wrong_hits_per_mille), or a reranker (a
+//      cross-encoder model that reads both texts, scoring the candidates through its own batch
+//      queue; its threshold from its measured operating points, SemanticRerankerDocument).
 //   5. A hit is replayed into the sink as the original generation's pieces (streamed when the
 //      request streams), with GenerationStart::cache saying so; a miss generates as usual, and
 //      its answer is inserted when it completes (stop or length), never when it was cancelled
 //      or failed.
-// An embedding failure (model not loaded, overload, deadline) degrades to a miss: the cache
-// never fails a request that generation could answer. Identical concurrent queries (same
+// An embedding or reranking failure (model not loaded, overload, deadline) degrades to a miss:
+// the cache never fails a request that generation could answer. Identical concurrent queries (same
 // partition, same text) generate once: the others wait for that answer (single-flight), or
 // generate themselves if it fails. Only a request whose deadline is no earlier than the
 // generating one's waits for it (that generation ends by its own deadline, so the wait is
@@ -46,6 +48,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/semantic_operating_points.h"
 #include "cache/semantic_store.h"
 #include "cache/semantic_verifier.h"
 #include "common/clock.h"
@@ -60,9 +63,17 @@ struct SemanticCacheOptions {
   // Whether generation requests look in (and fill) the cache at all.
   bool enabled = false;
   // How a candidate is judged the same question: "verifier" (the trained pair classifier, at
-  // the threshold that max_wrong_hits_per_mille asks for), "cosine" (one cosine threshold,
-  // min_cosine_per_mille), or "exact" (identical query text only; nothing is embedded).
+  // the threshold that max_wrong_hits_per_mille asks for), "reranker" (a cross-encoder reads
+  // both texts: the reranker model scores the nearest candidates, at the threshold its
+  // operating points give for max_wrong_hits_per_mille; fewer wrong hits than the verifier
+  // from a 10 % hit rate up, for one model pass per lookup, 4-5 ms at the median on 2 cores),
+  // "cosine" (one cosine threshold, min_cosine_per_mille), or "exact" (identical query text
+  // only; nothing is embedded).
   std::string policy = "verifier";
+  // The reranker policy's model (kind: reranker); empty = the repository's first reranker.
+  // Its folder must hold semantic_operating_points.json (tools/calibrate_cross_encoder.py),
+  // whose variants (reranker and embedding) and cosine floor the policy uses.
+  std::string reranker_model;
   // The text-embedding model that embeds queries; empty = the default text-embedding model.
   // The verifier was trained on all-MiniLM-L6-v2's vectors: with another model its
   // operating points no longer hold (use the cosine policy, measured for that model).
@@ -80,11 +91,17 @@ struct SemanticCacheOptions {
   // recommended bound (its document's default_max_wrong_hit_share).
   int64_t max_wrong_hits_per_mille = 0;
   // Cosine policy: the threshold. Verifier policy: candidates below it are not even scored (a
-  // floor that saves work; the verifier's table says how many true hits lie below it).
+  // floor that saves work; the verifier's table says how many true hits lie below it). The
+  // reranker policy uses its document's floor instead (its points were measured with it).
   int64_t min_cosine_per_mille = 900;
   // Nearest entries scored per lookup. More finds a paraphrase the embedding ranks second, at
   // a few microseconds each.
   int candidates = 4;
+  // Reranker policy: of those, the nearest this many are scored by the reranker, in one batch.
+  // Each is a pair through the model (3-4 ms apiece for question-sized pairs on one core of
+  // the machines measured, INT8), so the default scores only the nearest, which is also what
+  // its operating points were measured on (one cached question per lookup).
+  int reranker_candidates = 1;
   // Cache requests that sample (temperature > 0 without a seed). Off by default: their answers
   // are meant to differ from run to run.
   bool cache_sampling_requests = false;
@@ -117,6 +134,11 @@ class SemanticOutputCache {
   using PostFn = std::function<void(std::function<void()>)>;
   // Offered every entry this replica inserts (the Redis log); may be null.
   using PublishFn = std::function<void(const SemanticEntry& entry)>;
+  // Scores the query against each cached prompt with the reranker: calls `done` once, on any
+  // thread, with one logit per prompt (in order) or why not.
+  using RerankFn = std::function<void(const GenerateRequest& request, const std::string& query,
+                                      std::vector<std::string> cached,
+                                      std::function<void(Result<std::vector<float>>)> done)>;
 
   struct Deps {
     EmbedFn embed;
@@ -124,6 +146,9 @@ class SemanticOutputCache {
     PublishFn publish;  // Null = this replica alone.
     // The verifier policy's classifier; null with another policy.
     std::shared_ptr<const SemanticVerifier> verifier;
+    // The reranker policy's scorer and operating points; null with another policy.
+    RerankFn rerank;
+    std::shared_ptr<const SemanticRerankerDocument> reranker_points;
     MetricsRegistry* metrics = nullptr;  // May be null.
     const Clock* clock = nullptr;        // Null = SystemClock.
   };
@@ -145,7 +170,7 @@ class SemanticOutputCache {
   int64_t Flush();
   SemanticCacheStats stats() const;
   const SemanticCacheOptions& options() const { return options_; }
-  // The verifier policy's probability threshold in force (0 with another policy).
+  // The verifier's or the reranker's probability threshold in force (0 with another policy).
   double verifier_threshold() const { return verifier_threshold_; }
 
  private:
@@ -156,6 +181,11 @@ class SemanticOutputCache {
 
   SemanticOutputCache(const SemanticCacheOptions& options, Deps deps, double verifier_threshold);
   void AfterEmbedding(std::shared_ptr<Lookup> lookup, Result<std::vector<float>> embedding);
+  // Scores the candidates with the reranker, then hits or misses.
+  void Rerank(std::shared_ptr<Lookup> lookup, std::vector<SemanticCandidate> candidates);
+  // Counts the hit and replays `best` (one of `candidates`) on the work pool.
+  void SemanticHit(std::shared_ptr<Lookup> lookup, std::vector<SemanticCandidate> candidates,
+                   const SemanticEntry* best, float cosine);
   void Replay(const Lookup& lookup, const SemanticEntry& entry, const std::string& kind,
               float similarity);
   void Miss(std::shared_ptr<Lookup> lookup);
@@ -168,7 +198,7 @@ class SemanticOutputCache {
 
   const SemanticCacheOptions options_;
   // options_.policy, parsed once by Create() (a lookup tests it, not the string).
-  enum class Policy : uint8_t { kVerifier, kCosine, kExact };
+  enum class Policy : uint8_t { kVerifier, kReranker, kCosine, kExact };
   const Policy policy_;
   const Deps deps_;
   const double verifier_threshold_;
@@ -184,11 +214,13 @@ class SemanticOutputCache {
 };
 
 // The variant of `model` that embeds the semantic cache's queries, as
-// SemanticCacheOptions::embedding_variant says. kInvalidArgument, naming the model's variants,
-// when the configured one is not among them; a verifier measured on a variant this model lacks
-// gets the default variant and a warning (its operating points may not hold there).
+// SemanticCacheOptions::embedding_variant says, else `measured_on` (the variant the decision's
+// document was measured in: the verifier's or the reranker's; empty = none), else the model's
+// default. kInvalidArgument, naming the model's variants, when the configured one is not among
+// them; a document measured on a variant this model lacks gets the default variant and a
+// warning (its operating points may not hold there).
 Result<std::string> SemanticEmbeddingVariant(const SemanticCacheOptions& options,
-                                             const SemanticVerifier* verifier,
+                                             const std::string& measured_on,
                                              const ModelConfig& model);
 
 }  // namespace tailcut

@@ -70,7 +70,9 @@ Result<std::unique_ptr<TextEmbeddingServable>> TextEmbeddingServable::Load(
   TextEmbeddingServable* self = s.get();
   s->scheduler_ = std::make_unique<BatchScheduler>(
       scheduler, [self](Batch&& batch) { self->ProcessBatch(std::move(batch)); }, clock);
-  if (cache && options.warmup) {
+  // Warm-up recomputes hot inputs from their ids alone; a reranker's pairs also need their
+  // token types, and a pair of texts repeats far less than one text does.
+  if (cache && options.warmup && config.kind != ModelKind::kReranker) {
     s->tracker_ = std::make_unique<HotKeyTracker>(options.warmup_tracker, clock);
     const TextEmbeddingModel& m = *s->variants_[static_cast<size_t>(active)]->model;
     cache->LoadHotSet(config.name, s->cache_tag_, static_cast<size_t>(m.dimensions()),
@@ -280,6 +282,16 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
                                         " inputs; the limit is " +
                                         std::to_string(options_.max_inputs_per_request)));
   }
+  // A reranker scores pairs, an embedding model single texts: the service routes each API to
+  // its kind, so a mismatch here is a caller's bug, answered rather than guessed at.
+  const bool pairs = config_.kind == ModelKind::kReranker;
+  if (pairs != !request.second_inputs.empty() || (pairs && request.second_inputs.size() != n)) {
+    return done(Status::InvalidArgument(
+        pairs ? "model '" + config_.name + "' is a reranker: it scores pairs of texts, " +
+                    std::to_string(n) + " first and " +
+                    std::to_string(request.second_inputs.size()) + " second texts given"
+              : "model '" + config_.name + "' embeds single texts, not pairs"));
+  }
   auto variant = selector_->Choose(request.precision);
   if (!variant.ok()) return done(variant.status());
   const Variant& v = *variants_[static_cast<size_t>(*variant)];
@@ -291,6 +303,7 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   EncodeOptions encode;
   encode.truncate = request.truncate;
   std::vector<std::vector<int64_t>> ids(n);
+  std::vector<std::vector<int64_t>> type_ids(pairs ? n : 0);
   EmbedResult result;
   result.model = config_.name;
   result.variant = v.config.name;
@@ -300,12 +313,15 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   result.dimensions = model.dimensions();
   result.token_counts.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    auto enc = model.tokenizer().Encode(request.inputs[i], encode);
+    auto enc =
+        pairs ? model.tokenizer().EncodePair(request.inputs[i], request.second_inputs[i], encode)
+              : model.tokenizer().Encode(request.inputs[i], encode);
     if (!enc.ok()) {
       return done(Status(enc.status().code(),
                          "input " + std::to_string(i) + ": " + enc.status().message()));
     }
     ids[i] = std::move(enc->ids);
+    if (pairs) type_ids[i] = std::move(enc->type_ids);
     result.token_counts[i] = static_cast<int32_t>(ids[i].size());
   }
   const int64_t now = clock_.NowMicros();
@@ -338,7 +354,10 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
   }
   const int variant_index = *variant;
   std::vector<EmbeddingCache::Item> items(n);
-  for (size_t i = 0; i < n; ++i) items[i] = {i, std::move(ids[i]), CacheKey{}, std::nullopt};
+  for (size_t i = 0; i < n; ++i) {
+    items[i] = {i, std::move(ids[i]), CacheKey{}, std::nullopt,
+                pairs ? std::move(type_ids[i]) : std::vector<int64_t>{}};
+  }
 
   if (!cache_) {
     std::vector<std::pair<EmbeddingCache::Item, std::optional<CacheTicket>>> direct;
@@ -363,8 +382,18 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
                                   readout_, normalize};
   }
   for (auto& item : items) {
-    item.key = MakeTextCacheKey(ns, item.ids);
-    if (reference_ns) item.read_first = MakeTextCacheKey(*reference_ns, item.ids);
+    // A pair's key covers its token types too: the same ids split elsewhere (a text that
+    // spells out the separator) is another input.
+    std::vector<int64_t> keyed;
+    if (!item.type_ids.empty()) {
+      keyed.reserve(item.ids.size() * 2 + 1);
+      keyed.assign(item.ids.begin(), item.ids.end());
+      keyed.push_back(-1);  // Never an id: the types cannot read as more ids.
+      keyed.insert(keyed.end(), item.type_ids.begin(), item.type_ids.end());
+    }
+    const std::span<const int64_t> key_ids = item.type_ids.empty() ? item.ids : keyed;
+    item.key = MakeTextCacheKey(ns, key_ids);
+    if (reference_ns) item.read_first = MakeTextCacheKey(*reference_ns, key_ids);
     if (tracker_) tracker_->Record(item.key, item.ids, variant_index, normalize);
   }
   EmbeddingCache::Request cache_request;
@@ -381,7 +410,8 @@ void TextEmbeddingServable::Embed(EmbedRequest request, EmbedCallback done,
     // reference row: the backfill owes that row. Hits never get here.
     std::vector<BackfillEntry> owed;
     for (const auto& [item, ticket] : todo) {
-      if (item.read_first && ticket && ticket->write) {
+      // Pairs are not remembered (BackfillEntry holds single texts' ids only).
+      if (item.read_first && ticket && ticket->write && item.type_ids.empty()) {
         owed.push_back({item.ids, *item.read_first, normalize});
       }
     }
@@ -399,9 +429,9 @@ Status TextEmbeddingServable::ScheduleItems(
   std::vector<std::unique_ptr<BatchTask>> tasks;
   tasks.reserve(items.size());
   for (auto& [item, ticket] : items) {
-    tasks.push_back(std::make_unique<EmbedItemTask>(job, item.index, std::move(item.ids), variant,
-                                                    normalize, now, deadline, std::move(ticket),
-                                                    cache_));
+    tasks.push_back(std::make_unique<EmbedItemTask>(
+        job, item.index, TokenizedInput{std::move(item.ids), std::move(item.type_ids)}, variant,
+        normalize, now, deadline, std::move(ticket), cache_));
   }
   // The scheduler admits by rows and by time (max_queue_delay_micros), whole or not at all.
   Status queued = scheduler_->Schedule(tasks);
@@ -419,19 +449,23 @@ void TextEmbeddingServable::ProcessBatch(Batch&& batch) {
   const size_t dim = static_cast<size_t>(model.dimensions());
 
   thread_local std::vector<std::span<const int64_t>> spans;
+  thread_local std::vector<std::span<const int64_t>> type_spans;
   thread_local std::vector<float> out;
   thread_local std::vector<float> normalized;
   spans.clear();
+  type_spans.clear();
+  const bool pairs = config_.kind == ModelKind::kReranker;
   int64_t real_tokens = 0;
   for (const auto& t : batch.tasks) {
     const auto& item = static_cast<const EmbedItemTask&>(*t);
     spans.emplace_back(item.ids());
+    if (pairs) type_spans.emplace_back(item.type_ids());
     real_tokens += static_cast<int64_t>(item.ids().size());
   }
   out.resize(spans.size() * dim);
 
   const int64_t infer_start = clock_.NowMicros();
-  Status s = model.EmbedBatch(spans, out.data());
+  Status s = model.EmbedBatch(spans, type_spans, out.data());
   const int64_t infer_end = clock_.NowMicros();
   const int64_t infer = infer_end - infer_start;
 

@@ -1,6 +1,9 @@
-// TextEmbeddingServable: a text-embedding model being served: its precision variants (each a
-// loaded, warmed TextEmbeddingModel sharing the one ONNX Runtime thread pool), its batch
-// queue and worker, the precision controller choosing the variant for requests that pin
+// TextEmbeddingServable: a text model being served, a text-embedding model or a reranker
+// (ModelKind::kReranker: its inputs are pairs of texts, tokenised with the pair template and
+// token types, and its one-element "embedding" is the pair's score; the batching, variants and
+// cache are the same, warm-up and the reference backfill are off): its precision variants
+// (each a loaded, warmed TextEmbeddingModel sharing the one ONNX Runtime thread pool), its
+// batch queue and worker, the precision controller choosing the variant for requests that pin
 // none, and the request path in front of them:
 //
 //   caller thread: validate -> tokenise -> queue each input as an item   (Embed)

@@ -18,6 +18,8 @@ std::string_view ModelKindName(ModelKind kind) {
       return "tensor";
     case ModelKind::kGenerative:
       return "generative";
+    case ModelKind::kReranker:
+      return "reranker";
   }
   return "tensor";
 }
@@ -380,9 +382,19 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
     config.kind = ModelKind::kTensor;
   } else if (kind == "generative") {
     config.kind = ModelKind::kGenerative;
+  } else if (kind == "reranker") {
+    config.kind = ModelKind::kReranker;
+    // A score is not a direction: scaling a one-element output to unit length would turn
+    // every logit into +1 or -1.
+    if (root["normalize"] && config.normalize) {
+      return Status::InvalidArgument("'" + file +
+                                     "': a reranker's scores cannot be normalized "
+                                     "(normalize: true)");
+    }
+    config.normalize = false;
   } else {
     return Status::InvalidArgument("'" + file + "': kind '" + kind +
-                                   "' is not one of text-embedding, tensor, generative");
+                                   "' is not one of text-embedding, tensor, generative, reranker");
   }
   if (config.kind == ModelKind::kGenerative) {
     // The embedding keys (tokenizer, pooling...) do not apply: the GGUF file holds its own
@@ -458,9 +470,11 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir_arg) {
     }
     config.labels_path = (dir / labels).string();
   }
-  if (config.kind == ModelKind::kTextEmbedding) {
+  if (IsTextModel(config.kind)) {
     if (tokenizer.empty()) {
-      return Status::InvalidArgument("'" + file + "': a text-embedding model needs 'tokenizer'");
+      return Status::InvalidArgument("'" + file + "': a " +
+                                     std::string(ModelKindName(config.kind)) +
+                                     " model needs 'tokenizer'");
     }
     config.tokenizer_path = (dir / tokenizer).string();
   }

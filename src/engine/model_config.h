@@ -103,7 +103,16 @@
 
 namespace tailcut {
 
-enum class ModelKind { kTextEmbedding, kTensor, kGenerative };
+// kReranker: a text model over pairs of texts (a cross-encoder): each input is (text, text)
+// through the tokenizer's pair template, with token type ids, and its output is one score
+// (a logit) per pair. It is served like a text-embedding model (the same batching, variants
+// and cache), answering /rerank rather than /embed.
+enum class ModelKind { kTextEmbedding, kTensor, kGenerative, kReranker };
+
+// Text in, vectors out through a tokenizer: text-embedding models and rerankers.
+inline bool IsTextModel(ModelKind kind) {
+  return kind == ModelKind::kTextEmbedding || kind == ModelKind::kReranker;
+}
 
 // One precision variant of a model: another ONNX file computing the same function.
 struct VariantConfig {

@@ -40,8 +40,9 @@ Result<std::unique_ptr<TextEmbeddingModel>> TextEmbeddingModel::Load(
 
 Result<std::unique_ptr<TextEmbeddingModel>> TextEmbeddingModel::Load(
     const ModelConfig& config, const std::string& model_file, const OnnxSessionOptions& options) {
-  if (config.kind != ModelKind::kTextEmbedding) {
-    return Status::InvalidArgument("model '" + config.name + "' is not a text-embedding model");
+  if (!IsTextModel(config.kind)) {
+    return Status::InvalidArgument("model '" + config.name +
+                                   "' is neither a text-embedding model nor a reranker");
   }
   std::unique_ptr<TextEmbeddingModel> m(new TextEmbeddingModel());
   m->config_ = config;
@@ -70,6 +71,11 @@ Result<std::unique_ptr<TextEmbeddingModel>> TextEmbeddingModel::Load(
     }
   }
   m->has_token_type_ids_ = s.FindInput("token_type_ids") != nullptr;
+  if (config.kind == ModelKind::kReranker && !m->has_token_type_ids_) {
+    // Without token types the model cannot tell the two texts of a pair apart.
+    return Status::InvalidArgument("model '" + model_file +
+                                   "' has no input 'token_type_ids', which a reranker needs");
+  }
   for (const auto& spec : s.inputs()) {
     if (spec.name != "input_ids" && spec.name != "attention_mask" &&
         spec.name != "token_type_ids") {
@@ -118,11 +124,25 @@ Result<std::unique_ptr<TextEmbeddingModel>> TextEmbeddingModel::Load(
 
 Status TextEmbeddingModel::EmbedBatch(std::span<const std::span<const int64_t>> sequences,
                                       float* out) const {
+  return EmbedBatch(sequences, {}, out);
+}
+
+Status TextEmbeddingModel::EmbedBatch(std::span<const std::span<const int64_t>> sequences,
+                                      std::span<const std::span<const int64_t>> type_ids,
+                                      float* out) const {
   const size_t batch = sequences.size();
   if (batch == 0) return Status::Ok();
+  if (!type_ids.empty() && type_ids.size() != batch) {
+    return Status::InvalidArgument("token type ids for " + std::to_string(type_ids.size()) +
+                                   " of " + std::to_string(batch) + " sequences");
+  }
   size_t seq_len = 0;
-  for (const auto& s : sequences) {
+  for (size_t i = 0; i < batch; ++i) {
+    const auto& s = sequences[i];
     if (s.empty()) return Status::InvalidArgument("empty token sequence");
+    if (!type_ids.empty() && !type_ids[i].empty() && type_ids[i].size() != s.size()) {
+      return Status::InvalidArgument("token type ids and token ids differ in length");
+    }
     seq_len = std::max(seq_len, s.size());
   }
   if (seq_len > static_cast<size_t>(config_.max_sequence_length)) {
@@ -137,6 +157,9 @@ Status TextEmbeddingModel::EmbedBatch(std::span<const std::span<const int64_t>> 
   for (size_t i = 0; i < batch; ++i) {
     std::copy(sequences[i].begin(), sequences[i].end(), buf.input_ids.begin() + i * seq_len);
     std::fill_n(buf.attention_mask.begin() + i * seq_len, sequences[i].size(), 1);
+    if (has_token_type_ids_ && !type_ids.empty()) {
+      std::copy(type_ids[i].begin(), type_ids[i].end(), buf.token_type_ids.begin() + i * seq_len);
+    }
   }
 
   // Everything that touches Ort objects is inside the try: the C++ API reports failures

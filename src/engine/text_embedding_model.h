@@ -1,7 +1,8 @@
-// TextEmbeddingModel: a text-embedding model ready to serve: its tokenizer and its shared
-// ONNX session, plus the batch runner that pads token sequences to the longest member,
-// feeds input_ids / attention_mask / token_type_ids (whichever the model declares) from
-// reused buffers, and pools per-token outputs when the graph does not.
+// TextEmbeddingModel: a text-embedding model (or a reranker, whose one-element "embedding" is
+// a pair's score) ready to serve: its tokenizer and its shared ONNX session, plus the batch
+// runner that pads token sequences to the longest member, feeds input_ids / attention_mask /
+// token_type_ids (whichever the model declares) from reused buffers, and pools per-token
+// outputs when the graph does not.
 //
 // The embeddings EmbedBatch() returns are not normalised; NormalizeL2() does that on demand,
 // so APIs that expose `normalize: false` (TEI) can be served from one model.
@@ -42,6 +43,11 @@ class TextEmbeddingModel {
   // max_sequence_length long) as one padded batch. Writes sequences.size() * dimensions()
   // floats to `out`, row by row, not normalised.
   Status EmbedBatch(std::span<const std::span<const int64_t>> sequences, float* out) const;
+  // Same, with each sequence's token type ids (Encoding::type_ids: a reranker's pairs), one
+  // span per sequence of its length, or empty for all zeros. Ignored by a model without a
+  // token_type_ids input.
+  Status EmbedBatch(std::span<const std::span<const int64_t>> sequences,
+                    std::span<const std::span<const int64_t>> type_ids, float* out) const;
 
   // Convenience for tools and tests: tokenise (truncating) and embed, normalised per config.
   Result<std::vector<std::vector<float>>> EmbedTexts(const std::vector<std::string>& texts) const;

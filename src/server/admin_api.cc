@@ -57,6 +57,10 @@ void AddAdminRoutes(Router& router, ApiContext& ctx, InferenceService& service) 
       const auto& o = cache->options();
       j["policy"] = o.policy;
       if (o.policy == "verifier") j["verifier_threshold"] = cache->verifier_threshold();
+      if (o.policy == "reranker") {
+        j["reranker_model"] = o.reranker_model;
+        j["reranker_threshold"] = cache->verifier_threshold();
+      }
       if (o.policy != "exact") {
         j["embedding_model"] = o.embedding_model;
         j["embedding_variant"] = o.embedding_variant;

@@ -25,7 +25,8 @@ unsigned HttpStatusFor(Status::Code code) {
 
 ErrorStyle ErrorStyleForPath(std::string_view path) {
   if (path == "/v2" || path.starts_with("/v2/")) return ErrorStyle::kKServe;
-  for (std::string_view tei : {"/", "/embed", "/embed_all", "/info", "/health", "/tokenize"}) {
+  for (std::string_view tei :
+       {"/", "/embed", "/embed_all", "/rerank", "/info", "/health", "/tokenize"}) {
     if (path == tei) return ErrorStyle::kTei;
   }
   return ErrorStyle::kOpenAi;

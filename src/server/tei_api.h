@@ -1,6 +1,7 @@
-// Hugging Face Text Embeddings Inference (TEI) compatible routes: POST /embed, GET /info,
-// GET /health. Follows TEI's defaults: `normalize` true, `truncate` false (an over-long
-// input is a 413, not silently cut), and the response is always an array of arrays.
+// Hugging Face Text Embeddings Inference (TEI) compatible routes: POST /embed, POST /rerank
+// (a reranker model: a query scored against texts), GET /info, GET /health. Follows TEI's defaults:
+// `normalize` true, `truncate` false (an over-long input is a 413, not silently cut), and the
+// response is always an array of arrays.
 //
 // Thread-safety: as for the OpenAI routes.
 #pragma once

@@ -260,8 +260,9 @@ class EmbeddingCacheL2Test : public ::testing::Test {
   }
   // The model computes `s` as a batch worker does; text n's row is Row(n).
   void Compute(const Scheduled& s) {
-    EmbedItemTask task(s.job, s.item.index, s.item.ids, /*variant=*/0, /*normalize=*/true,
-                       clock_.NowMicros(), /*deadline_micros=*/0, s.ticket, cache_.get());
+    EmbedItemTask task(s.job, s.item.index, TokenizedInput{s.item.ids, {}}, /*variant=*/0,
+                       /*normalize=*/true, clock_.NowMicros(), /*deadline_micros=*/0, s.ticket,
+                       cache_.get());
     task.Complete(Row(static_cast<uint64_t>(s.item.ids.at(0))), 0, 0, 0, 1);
   }
 

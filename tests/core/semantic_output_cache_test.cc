@@ -403,6 +403,138 @@ TEST_F(SemanticOutputCacheTest, TheVerifierPolicyNeedsAnOperatingPointForTheBoun
   EXPECT_FALSE(SemanticOutputCache::Create(unknown, {}).ok());
 }
 
+// The reranker policy: candidates at or above the document's cosine floor are scored by the
+// reranker (scripted logits here), and the best one at or above the δ's threshold is served.
+class SemanticRerankerPolicyTest : public SemanticOutputCacheTest {
+ protected:
+  static constexpr const char* kDocument = R"({"format": "tailcut.semantic_reranker/1",
+    "reranker_variant": "int8-per-token", "embedding_variant": "int8-per-token",
+    "min_cosine": 0.75, "default_max_wrong_hit_share": 0.1, "operating_points": [
+      {"max_wrong_hit_share": 0.1, "threshold": 0.5, "hit_rate": 0.3, "wrong_hit_share": 0.09},
+      {"max_wrong_hit_share": 0.05, "threshold": 0.95, "hit_rate": 0.1, "wrong_hit_share": 0.05}]
+  })";
+
+  Result<std::unique_ptr<SemanticOutputCache>> MakeReranked(int64_t per_mille = 0,
+                                                            bool with_reranker = true,
+                                                            int reranker_candidates = 1) {
+    SemanticCacheOptions options;
+    options.reranker_candidates = reranker_candidates;
+    options.enabled = true;
+    options.policy = "reranker";
+    options.max_wrong_hits_per_mille = per_mille;
+    SemanticOutputCache::Deps deps;
+    deps.clock = &clock_;
+    deps.embed = [this](const GenerateRequest&, const std::string& text,
+                        std::function<void(Result<std::vector<float>>)> done) {
+      auto it = vectors_.find(text);
+      if (it == vectors_.end()) return done(Status::Unavailable("embedding model overloaded"));
+      done(it->second);
+    };
+    if (with_reranker) {
+      auto doc = SemanticRerankerDocument::FromJson(kDocument);
+      EXPECT_TRUE(doc.ok()) << doc.status().message();
+      deps.reranker_points = std::make_shared<const SemanticRerankerDocument>(*doc);
+      deps.rerank = [this](const GenerateRequest&, const std::string& query,
+                           std::vector<std::string> cached,
+                           std::function<void(Result<std::vector<float>>)> done) {
+        scored_.push_back(cached);
+        if (reranker_down_) return done(Status::ResourceExhausted("reranker queue full"));
+        std::vector<float> logits;
+        for (const auto& c : cached) logits.push_back(logits_[query + "|" + c]);
+        done(std::move(logits));
+      };
+    }
+    return SemanticOutputCache::Create(options, std::move(deps));
+  }
+
+  std::map<std::string, float> logits_;
+  std::vector<std::vector<std::string>> scored_;
+  bool reranker_down_ = false;
+};
+
+TEST_F(SemanticRerankerPolicyTest, ServesWhatTheRerankerAcceptsAndGeneratesTheRest) {
+  vectors_["Who wrote Hamlet?"] = {0.6f, 0, 0, 0.8f};  // Cosine 0.6: below the floor.
+  logits_["Which city is the capital of France?|What is the capital of France?"] = 3.0f;
+  logits_["What is the capital of Germany?|What is the capital of France?"] = -4.0f;
+  auto cache = MakeReranked();
+  ASSERT_TRUE(cache.ok()) << cache.status().message();
+  EXPECT_DOUBLE_EQ((*cache)->verifier_threshold(), 0.5);
+  Send(**cache, Chat("What is the capital of France?"));
+  ASSERT_EQ(queued_.size(), 1u);
+  queued_[0].Answer("Paris.");
+
+  auto paraphrase = Send(**cache, Chat("Which city is the capital of France?"));
+  ASSERT_TRUE(paraphrase->ended);
+  EXPECT_EQ(paraphrase->start.cache, "semantic");
+  EXPECT_EQ(paraphrase->text, "Paris.");
+  EXPECT_NEAR(paraphrase->start.cache_similarity, 0.96, 1e-5);
+  ASSERT_EQ(scored_.size(), 1u);
+  EXPECT_EQ(scored_[0], std::vector<std::string>{"What is the capital of France?"});
+
+  // Close by cosine (0.8), but the reranker reads the two texts and says no.
+  Send(**cache, Chat("What is the capital of Germany?"));
+  EXPECT_EQ(queued_.size(), 2u);
+  EXPECT_EQ(scored_.size(), 2u);
+  // Below the measured floor: generated without asking the reranker.
+  Send(**cache, Chat("Who wrote Hamlet?"));
+  EXPECT_EQ(queued_.size(), 3u);
+  EXPECT_EQ(scored_.size(), 2u);
+  const auto s = (*cache)->stats();
+  EXPECT_EQ(s.semantic_hits, 1);
+  EXPECT_EQ(s.misses, 3);
+}
+
+TEST_F(SemanticRerankerPolicyTest, OnlyTheNearestCandidatesAreScored) {
+  for (int scored : {1, 2}) {
+    queued_.clear();
+    scored_.clear();
+    auto cache = MakeReranked(0, true, scored);
+    ASSERT_TRUE(cache.ok());
+    Send(**cache, Chat("What is the capital of France?"));
+    Send(**cache, Chat("What is the capital of Germany?"));
+    ASSERT_EQ(queued_.size(), 2u);
+    queued_[0].Answer("Paris.");
+    queued_[1].Answer("Berlin.");
+    scored_.clear();
+    // Cosine 0.96 to France's entry and 0.768 to Germany's: both above the floor.
+    Send(**cache, Chat("Which city is the capital of France?"));
+    ASSERT_EQ(scored_.size(), 1u);
+    if (scored == 1) {
+      EXPECT_EQ(scored_[0], std::vector<std::string>{"What is the capital of France?"});
+    } else {
+      EXPECT_EQ(scored_[0], (std::vector<std::string>{"What is the capital of France?",
+                                                      "What is the capital of Germany?"}));
+    }
+  }
+}
+
+TEST_F(SemanticRerankerPolicyTest, ARerankerFailureIsAMissNotAnError) {
+  auto cache = MakeReranked();
+  ASSERT_TRUE(cache.ok());
+  Send(**cache, Chat("What is the capital of France?"));
+  queued_[0].Answer("Paris.");
+  reranker_down_ = true;
+  auto asked = Send(**cache, Chat("Which city is the capital of France?"));
+  ASSERT_EQ(queued_.size(), 2u);  // Generated.
+  queued_[1].Answer("Paris, France.");
+  ASSERT_TRUE(asked->ended);
+  EXPECT_TRUE(asked->status.ok());
+  EXPECT_TRUE(asked->start.cache.empty());
+  EXPECT_EQ(asked->text, "Paris, France.");
+}
+
+TEST_F(SemanticRerankerPolicyTest, TheBoundPicksTheThresholdAndNeedsAPoint) {
+  auto strict = MakeReranked(50);
+  ASSERT_TRUE(strict.ok());
+  EXPECT_DOUBLE_EQ((*strict)->verifier_threshold(), 0.95);
+  auto impossible = MakeReranked(10);
+  ASSERT_FALSE(impossible.ok());
+  EXPECT_NE(impossible.status().message().find("max_wrong_hits_per_mille"), std::string::npos);
+  auto without = MakeReranked(0, /*with_reranker=*/false);
+  ASSERT_FALSE(without.ok());
+  EXPECT_NE(without.status().message().find("reranker"), std::string::npos);
+}
+
 TEST(SemanticEmbeddingVariantTest, ConfiguredElseTheVerifiersElseTheModelsDefault) {
   ModelConfig model;
   model.name = "minilm";
@@ -427,16 +559,20 @@ TEST(SemanticEmbeddingVariantTest, ConfiguredElseTheVerifiersElseTheModelsDefaul
   const SemanticVerifier measured_on_none = with("");
   const SemanticVerifier measured_on_other = with("int4");
   // The verifier's vector space, when the model has it.
-  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_int8, model), "int8-per-token");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, measured_on_int8.embedding_variant(), model),
+            "int8-per-token");
   // No verifier (cosine policy), none named, or one the model lacks: the model's default.
-  EXPECT_EQ(*SemanticEmbeddingVariant(options, nullptr, model), "fp32");
-  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_none, model), "fp32");
-  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_other, model), "fp32");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, "", model), "fp32");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, measured_on_none.embedding_variant(), model),
+            "fp32");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, measured_on_other.embedding_variant(), model),
+            "fp32");
   // The configuration wins; a name the model lacks is an error naming what it has.
   options.embedding_variant = "fp16";
-  EXPECT_EQ(*SemanticEmbeddingVariant(options, &measured_on_int8, model), "fp16");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, measured_on_int8.embedding_variant(), model),
+            "fp16");
   options.embedding_variant = "int4";
-  auto wrong = SemanticEmbeddingVariant(options, &measured_on_int8, model);
+  auto wrong = SemanticEmbeddingVariant(options, measured_on_int8.embedding_variant(), model);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(wrong.status().message().find("fp32, int8-per-token, fp16"), std::string::npos)
@@ -444,7 +580,7 @@ TEST(SemanticEmbeddingVariantTest, ConfiguredElseTheVerifiersElseTheModelsDefaul
   // Without default_variant the first variant is the default.
   options.embedding_variant.clear();
   model.default_variant.clear();
-  EXPECT_EQ(*SemanticEmbeddingVariant(options, nullptr, model), "fp32");
+  EXPECT_EQ(*SemanticEmbeddingVariant(options, "", model), "fp32");
 }
 
 }  // namespace

@@ -171,6 +171,31 @@ TEST(ModelConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(c.status().message().find("cannot parse"), std::string::npos);
 }
 
+TEST(ModelConfigTest, ARerankerIsATextModelWhoseScoresAreNeverNormalized) {
+  auto dir = testing::TempDir("reranker");
+  std::ofstream(dir / "model.yaml") << "name: rr\nkind: reranker\ntokenizer: tokenizer.json\n"
+                                       "output: logit\n";
+  auto c = LoadModelConfig(dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->kind, ModelKind::kReranker);
+  EXPECT_TRUE(IsTextModel(c->kind));
+  EXPECT_EQ(ModelKindName(c->kind), "reranker");
+  EXPECT_FALSE(c->normalize);  // Off whatever the text-embedding default is.
+  EXPECT_EQ(c->tokenizer_path, (dir / "tokenizer.json").string());
+
+  std::ofstream(dir / "model.yaml") << "name: rr\nkind: reranker\ntokenizer: t.json\n"
+                                       "normalize: true\n";
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("normalize"), std::string::npos);
+
+  std::ofstream(dir / "model.yaml") << "name: rr\nkind: reranker\n";
+  c = LoadModelConfig(dir.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("a reranker model needs 'tokenizer'"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(ModelConfigTest, VariantsCarryBatchInvarianceAndFidelity) {
   auto dir = testing::TempDir("fidelity");
   const std::string head =

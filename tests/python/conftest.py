@@ -174,6 +174,19 @@ def require_default_model() -> Path:
     return folder
 
 
+RERANKER_NAME = "minilm-l6-qqp-reranker"
+
+
+def require_reranker_model() -> Path:
+    """The cross-encoder scripts/setup.sh exports (tools/export_cross_encoder.py)."""
+    folder = REPO_ROOT / "models" / RERANKER_NAME
+    for name in ("model.yaml", "model.onnx", "model.int8-per-token.onnx", "tokenizer.json",
+                 "semantic_operating_points.json"):
+        require_file(folder / name, f"reranker model file {name}",
+                     "Run scripts/setup.sh (it exports the cross-encoder).")
+    return folder
+
+
 class ServerError(AssertionError):
     """The server did not start, did not get ready, or did not stop as expected."""
 

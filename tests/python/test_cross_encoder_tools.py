@@ -1,4 +1,5 @@
-"""The semantic cache's cross-encoder tooling: tools/train_cross_encoder.py's split, and
+"""The semantic cache's cross-encoder tooling: tools/train_cross_encoder.py's split,
+tools/calibrate_cross_encoder.py's choice of thresholds and its shipped document, and
 tools/export_cross_encoder.py, which merges the shipped LoRA delta
 (data/semantic_cross_encoder/) into the packaged MiniLM weights and must reproduce the logits
 the trainer computed in JAX on its reference pairs.
@@ -83,6 +84,54 @@ def test_export_reproduces_the_trainers_logits(tmp_path: Path) -> None:
     assert checks["int8_per_token_same_sign"] >= 14, checks
     for name in ("model.onnx", "model.int8-per-token.onnx", "tokenizer.json"):
         assert (tmp_path / "out" / name).is_file()
+    # A served model folder: kind reranker with both variants, and the measured operating
+    # points beside it (byte for byte the repository's).
+    yaml = (tmp_path / "out" / "model.yaml").read_text()
+    assert "kind: reranker" in yaml and "name: minilm-l6-qqp-reranker" in yaml
+    assert "file: model.int8-per-token.onnx" in yaml
+    assert (tmp_path / "out" / "semantic_operating_points.json").read_bytes() == \
+        (DELTA / "operating_points.json").read_bytes()
+
+
+def test_the_shipped_operating_points_were_measured_on_this_delta() -> None:
+    import export_model
+
+    doc = json.loads((DELTA / "operating_points.json").read_text())
+    assert doc["format"] == "tailcut.semantic_reranker/1"
+    assert doc["reranker_variant"] == "int8-per-token"
+    deltas = [p["max_wrong_hit_share"] for p in doc["operating_points"]]
+    assert doc["default_max_wrong_hit_share"] in deltas
+    # Thresholds fall as the accepted share rises, and so the measured shares rise with them.
+    thresholds = [p["threshold"] for p in doc["operating_points"]]
+    assert thresholds == sorted(thresholds, reverse=True)
+    # The reranker file it was measured on is the one set-up exports (when it has).
+    served = REPO_ROOT / "models" / "minilm-l6-qqp-reranker" / "model.int8-per-token.onnx"
+    if served.is_file():
+        assert export_model.sha256_file(served) == doc["provenance"]["reranker_file_sha256"]
+
+
+def test_calibration_picks_the_lowest_threshold_within_the_bound() -> None:
+    import calibrate_cross_encoder
+    import numpy as np
+
+    # 40 pairs above the cosine floor, probabilities 0.99 down: among the first 30 every tenth
+    # is a non-duplicate, the last 10 all are. At δ 15 %: 31 hits hold 4 wrong (12.9 %), 32
+    # hold 5 (15.6 %).
+    prob = np.linspace(0.99, 0.6, 40)
+    labels = np.array([0 if i % 10 == 9 or i >= 30 else 1 for i in range(40)])
+    gate = np.ones(40, bool)
+    t = calibrate_cross_encoder.point_for(prob, labels, gate, 0.15)
+    assert t == prob[30]
+    hits = prob >= t
+    assert ((labels == 0) & hits).sum() / hits.sum() <= 0.15
+    # One step lower would break the bound (or there is none).
+    lower = prob[prob < t]
+    if lower.size:
+        wider = prob >= lower.max()
+        assert ((labels == 0) & wider).sum() / wider.sum() > 0.15
+    # Pairs under the cosine floor never count; fewer than 20 hits say nothing.
+    assert calibrate_cross_encoder.point_for(prob, labels, np.zeros(40, bool), 0.5) is None
+    assert calibrate_cross_encoder.point_for(prob[:10], labels[:10], gate[:10], 1.0) is None
 
 
 def test_export_refuses_a_delta_that_does_not_reproduce(tmp_path: Path) -> None:

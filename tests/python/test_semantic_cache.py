@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 import requests
-from conftest import scrape, value, wait_until
+from conftest import RERANKER_NAME, require_reranker_model, scrape, value, wait_until
 from test_generation_api import generative_repository
 
 QUESTION = "What is the capital of France?"
@@ -214,6 +214,49 @@ def test_queries_are_embedded_in_the_verifiers_vector_space(start, tailcut_bin, 
     assert r.returncode != 0, r.stderr
     assert "semantic.embedding_variant 'int4'" in r.stderr and "int8-per-token" in r.stderr, \
         r.stderr
+
+
+@pytest.fixture(scope="module")
+def reranker_repo(tmp_path_factory):
+    repo = generative_repository(tmp_path_factory.mktemp("models-reranker"))
+    (repo / RERANKER_NAME).symlink_to(require_reranker_model(), target_is_directory=True)
+    return repo
+
+
+def test_the_reranker_policy_reads_both_questions(start_server, reranker_repo):
+    s = start_server(*COSINE, "--semantic.policy", "reranker", model_repository=reranker_repo)
+    stats = admin(s)
+    assert (stats["policy"], stats["reranker_model"]) == ("reranker", RERANKER_NAME), stats
+    # The shipped default operating point (semantic_operating_points.json), and the vector
+    # space its cosines were measured in.
+    assert 0.5 < stats["reranker_threshold"] < 1, stats
+    assert stats["embedding_variant"] == "int8-per-token", stats
+    first = answer(chat(s, QUESTION))
+    # The default point is strict (threshold 0.91; the model gives two identical questions
+    # about 0.95): the case change is reused (0.947 on int8-per-token), the reworded
+    # PARAPHRASE is not (0.79: a miss costs time, not a wrong answer).
+    same = chat(s, "what is the capital of france?")
+    assert same.headers.get("X-Tailcut-Cache") == "semantic"
+    assert answer(same) == first
+    assert "X-Tailcut-Cache" not in chat(s, PARAPHRASE).headers
+    # Close by cosine, other questions: the reranker reads the country and the year.
+    assert "X-Tailcut-Cache" not in chat(s, OTHER).headers
+    assert "X-Tailcut-Cache" not in chat(s, "What was the capital of France in 1700?").headers
+    fams = scrape(s)
+    # Candidates were scored through the reranker's own batch queue (those above the measured
+    # cosine floor: three of the four lookups here).
+    assert value(fams, "tailcut_batches_total", model=RERANKER_NAME) >= 3
+    stats = admin(s)
+    assert (stats["semantic_hits"], stats["misses"]) == (1, 4), stats
+
+
+def test_the_reranker_policy_without_a_reranker_stops_the_server_saying_so(tailcut_bin, repo):
+    r = subprocess.run([str(tailcut_bin), "serve", "--port", "0", "--grpc-port", "0",
+                        "--model-repository", str(repo), "--semantic.enabled",
+                        "--semantic.policy", "reranker"],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0, r.stderr
+    assert "is not a reranker of the repository" in r.stderr, r.stderr
 
 
 def test_the_exact_policy_serves_the_same_text_and_nothing_else(start):
