@@ -395,27 +395,32 @@ void SemanticOutputCache::Rerank(std::shared_ptr<Lookup> lookup,
   const GenerateRequest& r = lookup->request;
   deps_.rerank(r, lookup->query, std::move(cached),
                [this, lookup, held](Result<std::vector<float>> logits) mutable {
-                 // Like the embedding: a failure (overload, deadline) is a miss, never the
-                 // request's error.
-                 if (!logits.ok() || logits->size() != held->size()) {
-                   return Post([this, lookup] { Miss(lookup); });
-                 }
-                 const SemanticEntry* best = nullptr;
-                 float best_cosine = 0;
-                 double best_probability = -1;
-                 for (size_t i = 0; i < held->size(); ++i) {
-                   const double z = (*logits)[i];
-                   const double probability =
-                       z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
-                   if (probability < verifier_threshold_ || probability <= best_probability)
-                     continue;
-                   best = (*held)[i].entry.get();
-                   best_probability = probability;
-                   best_cosine = (*held)[i].cosine;
-                 }
-                 if (!best) return Post([this, lookup] { Miss(lookup); });
-                 SemanticHit(std::move(lookup), std::move(*held), best, best_cosine);
+                 AfterRerank(std::move(lookup), std::move(*held), std::move(logits));
                });
+}
+
+void SemanticOutputCache::AfterRerank(std::shared_ptr<Lookup> lookup,
+                                      std::vector<SemanticCandidate> candidates,
+                                      Result<std::vector<float>> logits) {
+  // Like the embedding: a failure (overload, deadline) is a miss, never the request's error.
+  if (!logits.ok() || logits->size() != candidates.size()) {
+    return Post([this, lookup] { Miss(lookup); });
+  }
+  const SemanticEntry* best = nullptr;
+  float best_cosine = 0;
+  double best_probability = -1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double z = (*logits)[i];
+    // Written so that neither branch overflows exp() for a large |z|.
+    const double probability =
+        z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
+    if (probability < verifier_threshold_ || probability <= best_probability) continue;
+    best = candidates[i].entry.get();
+    best_probability = probability;
+    best_cosine = candidates[i].cosine;
+  }
+  if (!best) return Post([this, lookup] { Miss(lookup); });
+  SemanticHit(std::move(lookup), std::move(candidates), best, best_cosine);
 }
 
 std::shared_ptr<SemanticOutputCache::Flight> SemanticOutputCache::TakeFlight(

@@ -183,6 +183,10 @@ class SemanticOutputCache {
   void AfterEmbedding(std::shared_ptr<Lookup> lookup, Result<std::vector<float>> embedding);
   // Scores the candidates with the reranker, then hits or misses.
   void Rerank(std::shared_ptr<Lookup> lookup, std::vector<SemanticCandidate> candidates);
+  // The reranker's logits for `candidates` (in order): the best at or above the threshold
+  // hits, else a miss. On the reranker's batch worker, like AfterEmbedding.
+  void AfterRerank(std::shared_ptr<Lookup> lookup, std::vector<SemanticCandidate> candidates,
+                   Result<std::vector<float>> logits);
   // Counts the hit and replays `best` (one of `candidates`) on the work pool.
   void SemanticHit(std::shared_ptr<Lookup> lookup, std::vector<SemanticCandidate> candidates,
                    const SemanticEntry* best, float cosine);
