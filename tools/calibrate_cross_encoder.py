@@ -39,27 +39,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 import export_model  # noqa: E402
+import variant_data  # noqa: E402
 from export_cross_encoder import MAX_SEQUENCE_LENGTH, MODEL_NAME  # noqa: E402
-from semantic_cache_eval import default_pairs  # noqa: E402
+from semantic_cache_eval import curve, default_pairs, evaluate_hits, model_file  # noqa: E402
 from train_cross_encoder import group_split, read_pairs, wrong_share_at  # noqa: E402
 
 FORMAT = "tailcut.semantic_reranker/1"
 DEFAULT_OUT = REPO_ROOT / "data" / "semantic_cross_encoder" / "operating_points.json"
 DELTAS = [round(0.04 + 0.01 * i, 2) for i in range(17)]  # 0.04 .. 0.20
 HIT_RATES = [0.05, 0.10, 0.20, 0.30, 0.50]
-
-
-def embed(session, tok, texts: list[str], batch: int = 128) -> np.ndarray:
-    """L2-normalised sentence embeddings, batched by length (as the server's batcher does)."""
-    order = np.argsort([len(t) for t in texts])
-    out = np.zeros((len(texts), 384), np.float32)
-    for s in range(0, len(texts), batch):
-        idx = order[s:s + batch]
-        feeds = export_model.encode_batch(tok, [texts[i] for i in idx])
-        names = {i.name for i in session.get_inputs()}
-        vec = session.run(None, {k: v for k, v in feeds.items() if k in names})[0]
-        out[idx] = vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
-    return out
 
 
 def rerank_logits(session, tok, pairs: list[tuple[str, str]], batch: int = 64) -> np.ndarray:
@@ -71,26 +59,25 @@ def rerank_logits(session, tok, pairs: list[tuple[str, str]], batch: int = 64) -
     return out
 
 
+MIN_HITS = 20  # Fewer hits than this say nothing about a share.
+
+
 def point_for(prob: np.ndarray, labels: np.ndarray, gate: np.ndarray, delta: float) -> float | None:
     """The lowest threshold whose hits (gate & prob >= t) are at most `delta` wrong on these
-    pairs, with at least 20 hits (fewer say nothing about a share); None when none is."""
-    p, y = prob[gate], labels[gate]
-    order = np.argsort(-p)
-    wrong = np.cumsum(y[order] == 0)
-    hits = np.arange(1, len(order) + 1)
-    # A threshold can only sit where the probability changes.
-    last_of_value = np.r_[p[order][1:] != p[order][:-1], True]
-    ok = (wrong / hits <= delta) & (hits >= 20) & last_of_value
-    if not ok.any():
+    pairs, with at least MIN_HITS hits; None when none is. Over semantic_cache_eval's curve of
+    the pairs the cosine floor lets through; the lowest such threshold, where choose_threshold
+    would take the first of equal hit rates (the shipped document was chosen this way)."""
+    if not gate.any():
         return None
-    return float(p[order][np.nonzero(ok)[0].max()])
+    c = curve(prob[gate], labels[gate])
+    ok = np.nonzero((c["wrong_hit_share"] <= delta) & (c["hits"] >= MIN_HITS))[0]
+    return float(c["threshold"][ok[-1]]) if len(ok) else None
 
 
 def measure(prob, labels, gate, threshold) -> tuple[float, float]:
-    hits = gate & (prob >= threshold)
-    dup = labels == 1
-    n_hits = int(hits.sum())
-    return float((hits & dup).sum() / dup.sum()), float((hits & ~dup).sum() / max(n_hits, 1))
+    """(hit rate, wrong-hit share) of the decision gate & prob >= threshold."""
+    e = evaluate_hits(gate & (prob >= threshold), labels)
+    return e["hit_rate"], e["wrong_hit_share"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,9 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     if not pairs_path.is_file():
         print(f"calibrate_cross_encoder: {pairs_path} not found (set TAILCUT_SHARED_DATA)", file=sys.stderr)
         return 2
-    files = {"fp32": "model.onnx"}
-    emb_file = args.embedding_model / files.get(args.embedding_variant, f"model.{args.embedding_variant}.onnx")
-    rr_file = args.reranker_model / files.get(args.reranker_variant, f"model.{args.reranker_variant}.onnx")
+    try:
+        emb_file = model_file(args.embedding_model, args.embedding_variant)
+        rr_file = model_file(args.reranker_model, args.reranker_variant)
+    except ValueError as e:
+        print(f"calibrate_cross_encoder: {e}", file=sys.stderr)
+        return 2
     for f in (emb_file, rr_file):
         if not f.is_file():
             print(f"calibrate_cross_encoder: {f} not found (run scripts/setup.sh)", file=sys.stderr)
@@ -129,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     labels = np.array([int(p["duplicate"]) for p in sub])
     part = split[keep]
     t0 = time.time()
-    emb_tok = export_model.load_tokenizer(args.embedding_model / "tokenizer.json", 256)
+    emb_tok = variant_data.load_tokenizer(args.embedding_model / "tokenizer.json")
     emb_session = export_model.make_session(emb_file)
     texts = sorted({p["a"] for p in sub} | {p["b"] for p in sub})
     index = {t: i for i, t in enumerate(texts)}
-    vectors = embed(emb_session, emb_tok, texts)
+    vectors = variant_data.embed(emb_session, emb_tok, texts, batch_size=128)
     cosine = np.einsum("ij,ij->i", vectors[[index[p["a"]] for p in sub]],
                        vectors[[index[p["b"]] for p in sub]])
     rr_tok = export_model.load_tokenizer(args.reranker_model / "tokenizer.json", MAX_SEQUENCE_LENGTH)

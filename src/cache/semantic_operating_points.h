@@ -49,6 +49,10 @@ class SemanticOperatingPoints {
   double default_max_wrong_hit_share_ = 0;
 };
 
+// The probability a decision's logit stands for, 1 / (1 + e^-z), computed so that neither
+// branch overflows exp() for a large |z|.
+double ProbabilityOfLogit(double z);
+
 // A finite number at `key` of `object`; errors are kInvalidArgument "<document>: <where>"key"
 // ...". For the documents' other fields.
 Result<double> SemanticDocumentNumber(const nlohmann::json& object, const char* key,

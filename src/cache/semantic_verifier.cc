@@ -500,10 +500,7 @@ double SemanticVerifier::Probability(const SemanticPairFeatures& features) const
   const auto values = features.Values();
   double z = bias_;
   for (const Term& t : terms_) z += t.weight * (values[t.feature] - t.mean) / t.scale;
-  // Written so that neither branch overflows exp() for a large |z|.
-  if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
-  const double e = std::exp(z);
-  return e / (1.0 + e);
+  return ProbabilityOfLogit(z);
 }
 
 Result<SemanticVerifier::OperatingPoint> SemanticVerifier::OperatingPointFor(

@@ -247,20 +247,21 @@ Status InferenceService::WireSemanticReranker(SemanticCacheOptions* o,
   o->reranker_model = reranker->config.name;
   spdlog::info("semantic output cache: candidates scored by reranker '{}', variant '{}'",
                o->reranker_model, points->reranker_variant);
-  deps->reranker_points = std::make_shared<const SemanticRerankerDocument>(*points);
+  deps->reranker_points =
+      std::make_shared<const SemanticRerankerDocument>(std::move(points).value());
   // Pinned to the measured variant, as the embedding is: the operating points hold there.
-  deps->rerank = [this, name = o->reranker_model, variant = points->reranker_variant](
-                     const GenerateRequest& r, const std::string& query,
-                     std::vector<std::string> cached,
-                     std::function<void(Result<std::vector<float>>)> done) {
-    EmbedRequest e;
-    e.model = name;
-    e.inputs.assign(cached.size(), query);
-    e.second_inputs = std::move(cached);
-    e.truncate = true;
-    e.precision = variant;
-    EmbedForGeneration(r, std::move(e), std::move(done));
-  };
+  deps->rerank =
+      [this, name = o->reranker_model, variant = deps->reranker_points->reranker_variant](
+          const GenerateRequest& r, const std::string& query, std::vector<std::string> cached,
+          std::function<void(Result<std::vector<float>>)> done) {
+        EmbedRequest e;
+        e.model = name;
+        e.inputs.assign(cached.size(), query);
+        e.second_inputs = std::move(cached);
+        e.truncate = true;
+        e.precision = variant;
+        EmbedForGeneration(r, std::move(e), std::move(done));
+      };
   return Status::Ok();
 }
 

@@ -410,10 +410,7 @@ void SemanticOutputCache::AfterRerank(std::shared_ptr<Lookup> lookup,
   float best_cosine = 0;
   double best_probability = -1;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const double z = (*logits)[i];
-    // Written so that neither branch overflows exp() for a large |z|.
-    const double probability =
-        z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
+    const double probability = ProbabilityOfLogit((*logits)[i]);
     if (probability < verifier_threshold_ || probability <= best_probability) continue;
     best = candidates[i].entry.get();
     best_probability = probability;

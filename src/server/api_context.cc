@@ -78,6 +78,8 @@ std::function<void(Result<R>)> ApiContext::OnWorkPool(std::function<void(Result<
 
 void ApiContext::Embed(const HttpExchange& exchange, EmbedRequest request, EmbedCallback done) {
   request.cancellation = exchange.cancellation();
+  request.received_micros = exchange.received_micros();
+  ApplyCacheControl(exchange.header("Cache-Control"), &request);
   Embed(std::move(request), std::move(done));
 }
 
@@ -308,10 +310,6 @@ Result<int64_t> ApiContext::DeadlineFromHeaders(const HttpExchange& exchange) co
         "86400000");
   }
   return exchange.received_micros() + millis * 1000;
-}
-
-void ApiContext::ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request) {
-  ApplyCacheControl(exchange.header("Cache-Control"), request);
 }
 
 namespace {

@@ -56,7 +56,8 @@ class ApiContext {
   InferenceApi& api() { return api_; }
   // The core API's Embed/Infer for a request read from `exchange`: the request is cancelled
   // when the exchange's client goes away, and `done` runs on the work pool (see
-  // ApiContextOptions::work_pool).
+  // ApiContextOptions::work_pool). Embed also takes the exchange's arrival time and its
+  // Cache-Control header (no-cache, no-store), as Generate does the header.
   void Embed(const HttpExchange& exchange, EmbedRequest request, EmbedCallback done);
   void Infer(const HttpExchange& exchange, TensorRequest request, TensorCallback done);
   // The same for a request from another transport, whose `request.cancellation` the caller
@@ -122,9 +123,8 @@ class ApiContext {
   // Absolute deadline from the X-Request-Timeout-Ms header (0 if absent), or an error for a
   // malformed value.
   Result<int64_t> DeadlineFromHeaders(const HttpExchange& exchange) const;
-  // Cache-Control: no-cache (do not read) / no-store (do not write) on the request.
-  static void ApplyCacheControl(const HttpExchange& exchange, EmbedRequest* request);
-  // The same from the header's (or gRPC metadata's) value.
+  // Cache-Control: no-cache (do not read) / no-store (do not write) on the request, from the
+  // header's (or gRPC metadata's) value.
   static void ApplyCacheControl(std::string_view cache_control, EmbedRequest* request);
   // For generation: the semantic output cache's read and write.
   static void ApplyCacheControl(std::string_view cache_control, GenerateRequest* request);

@@ -473,9 +473,7 @@ void InferText(ApiContext& ctx, const HttpExchangePtr& exchange, const nlohmann:
     req.precision = precision->value_or("");
   }
   req.timings = timings;
-  req.received_micros = exchange->received_micros();
   req.deadline_micros = deadline;
-  ApiContext::ApplyCacheControl(*exchange, &req);
   const bool binary = binary_outputs.Binary("embedding");
   ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model, id,
                                         binary](Result<EmbedResult> r) {

@@ -95,8 +95,6 @@ void HandleEmbeddings(ApiContext& ctx, const HttpExchangePtr& exchange) {
                            ErrorStyle::kOpenAi, req.timings);
   }
   req.deadline_micros = *deadline;
-  req.received_micros = exchange->received_micros();
-  ApiContext::ApplyCacheControl(*exchange, &req);
   const std::string requested_model = req.model;
   ctx.Embed(*exchange, std::move(req), [&ctx, exchange, base64, dimensions,
                                         requested_model](Result<EmbedResult> result) {

@@ -57,8 +57,6 @@ void HandleEmbed(ApiContext& ctx, const HttpExchangePtr& exchange, std::string_v
     return ctx.FinishError(exchange, route, req.model, deadline.status(), ErrorStyle::kTei);
   }
   req.deadline_micros = *deadline;
-  req.received_micros = exchange->received_micros();
-  ApiContext::ApplyCacheControl(*exchange, &req);
   const std::string model = req.model;
   ctx.Embed(*exchange, std::move(req), [&ctx, exchange, model, route](Result<EmbedResult> result) {
     if (!result.ok()) {
@@ -140,8 +138,6 @@ void HandleRerank(ApiContext& ctx, const HttpExchangePtr& exchange) {
     return ctx.FinishError(exchange, kRerankRoute, req.model, deadline.status(), ErrorStyle::kTei);
   }
   req.deadline_micros = *deadline;
-  req.received_micros = exchange->received_micros();
-  ApiContext::ApplyCacheControl(*exchange, &req);
   const std::string model = req.model;
   const bool raw_scores = r.raw_scores;
   // Kept for the answer only when it echoes them.

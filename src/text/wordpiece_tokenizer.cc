@@ -237,11 +237,10 @@ Result<Encoding> WordPieceTokenizer::Encode(std::string_view utf8,
   if (pieces > budget) {
     if (!options.truncate) {
       return Status::PayloadTooLarge(
-          "input is longer than the model allows: more than the "
-          "limit of " +
+          "input is longer than the model allows: more than the limit of " +
           std::to_string(*limit) +
-          " tokens (special tokens included); shorten it, or ask "
-          "for truncation");
+          " tokens (special tokens included); shorten it, or ask for "
+          "truncation");
     }
     ids.resize(prefix_ids_.size() + budget);
     encoding.truncated = true;
@@ -274,8 +273,8 @@ Result<Encoding> WordPieceTokenizer::EncodePair(std::string_view first, std::str
     if (!options.truncate) {
       scratch.Trim();
       return Status::PayloadTooLarge(
-          "the pair is longer than the model allows: more than the "
-          "limit of " +
+          "the pair is longer than the model allows: more than the limit "
+          "of " +
           std::to_string(*limit) +
           " tokens (special tokens included); shorten the texts, or "
           "ask for truncation");
