@@ -74,7 +74,7 @@ bench-setup: setup
 sanitize: setup
 	scripts/ci_sanitizers.sh
 
-# libFuzzer targets in $(FUZZ_BUILD)/fuzz/ (clang, ASan+UBSan); README, "Fuzzing". With
+# libFuzzer targets in $(FUZZ_BUILD)/fuzz/ (clang, ASan+UBSan); docs/fuzzing.md. With
 # TAILCUT_WERROR=1 in the environment (CI) warnings are errors.
 fuzz:
 	scripts/setup.sh --no-build
