@@ -51,14 +51,15 @@ bench-engine: setup-server
 	$(BUILD)/tailcut bench-engine
 
 # Side-by-side benchmark (BENCHMARKS.md): tailcut, the Python stacks and the engine ceiling on
-# the same workloads. Writes bench/results/<date>.json, plots, and BENCHMARKS.md's generated
-# section. About 20 minutes; bench-quick about 3. Extra options: BENCH_ARGS="--systems ...".
+# the same workloads. Writes bench/results/<date>.json, plots, and the generated section of
+# docs/benchmarks/side-by-side.md. About 20 minutes; bench-quick about 3. Extra options:
+# BENCH_ARGS="--systems ...".
 bench: bench-setup
 	$(BENCH_PYTHON) bench/run_bench.py --command "make bench" $(BENCH_ARGS)
 
-# Tail latency against offered rate (BENCHMARKS.md, "Tail latency on natural traffic"): the
-# natural workload, three interleaved repeats per rate, overload at 1.25x, plot. About 15
-# minutes. Options: BENCH_ARGS="--workloads natural,short --variant 'w1=--threads 2'".
+# Tail latency against offered rate (docs/benchmarks/embeddings.md, "Tail latency on natural
+# traffic"): the natural workload, three interleaved repeats per rate, overload at 1.25x, plot.
+# About 15 minutes. Options: BENCH_ARGS="--workloads natural,short --variant 'w1=--threads 2'".
 bench-tail: bench-setup
 	$(BENCH_PYTHON) bench/tail_bench.py $(BENCH_ARGS)
 
@@ -74,7 +75,7 @@ bench-setup: setup
 sanitize: setup
 	scripts/ci_sanitizers.sh
 
-# libFuzzer targets in $(FUZZ_BUILD)/fuzz/ (clang, ASan+UBSan); README, "Fuzzing". With
+# libFuzzer targets in $(FUZZ_BUILD)/fuzz/ (clang, ASan+UBSan); docs/fuzzing.md. With
 # TAILCUT_WERROR=1 in the environment (CI) warnings are errors.
 fuzz:
 	scripts/setup.sh --no-build

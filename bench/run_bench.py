@@ -20,8 +20,8 @@ The engine ceiling is `tailcut bench-engine --json` (no server, no client): for 
 length the best batch size's throughput, combined over each workload's length histogram.
 
 Writes bench/results/<date>[-quick].json, latency plots bench/results/latency-<workload>.png
-and throughput.png, and the generated section of BENCHMARKS.md between
-<!-- bench:begin --> and <!-- bench:end -->.
+and throughput.png, and the generated section of docs/benchmarks/side-by-side.md (the history
+that BENCHMARKS.md's headline links) between <!-- bench:begin --> and <!-- bench:end -->.
 
 Usage: .venv-bench/bin/python bench/run_bench.py [--quick] [--workloads short,medium]
          [--systems tailcut,python-async] [--torch-python /tmp/golden-venv/bin/python]
@@ -55,7 +55,8 @@ BUILD = Path(os.environ.get("TAILCUT_BUILD_DIR", REPO / "build"))
 BIN = {"tailcut": BUILD / "tailcut", "tailcut-loadgen": BUILD / "tailcut-loadgen"}
 WORKLOADS_DIR = REPO / "bench" / "workloads"
 RESULTS_DIR = REPO / "bench" / "results"
-BENCHMARKS_MD = REPO / "BENCHMARKS.md"
+# The page holding the generated section; its plots are linked relative to it.
+RESULTS_MD = REPO / "docs" / "benchmarks" / "side-by-side.md"
 MODEL_DIR = REPO / "models" / "all-MiniLM-L6-v2"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
@@ -63,7 +64,7 @@ SLO_MS = 86.0
 MAX_ERROR_RATE = 0.001
 THREADS = 2  # intra-op threads of one inference, every system
 PY_MAX_BATCH = 16  # the source's dynamic batching setting
-PY_WINDOW_MS = 2.0  # the Python batcher's window (see BENCHMARKS.md for the tuning)
+PY_WINDOW_MS = 2.0  # the Python batcher's window (see docs/benchmarks/side-by-side.md for the tuning)
 
 # Common fixed rate per workload (req/s): every system is measured there, so P99, CPU and
 # memory compare at equal load. Chosen below the Python per-request stack's capacity on a
@@ -871,10 +872,10 @@ def markdown(result: dict, figs: dict[str, str]) -> str:
             L.append("Failed requests over the whole sweep (all steps): " + "; ".join(errs) + ".")
             L.append("")
         if wl in figs:
-            L.append(f"![{wl}: latency vs offered rate]({figs[wl]})")
+            L.append(f"![{wl}: latency vs offered rate]({md_link(figs[wl])})")
             L.append("")
     if "throughput" in figs:
-        L.append(f"![max sustained throughput]({figs['throughput']})")
+        L.append(f"![max sustained throughput]({md_link(figs['throughput'])})")
         L.append("")
     L.append("Settings in this run:")
     L.append("")
@@ -892,10 +893,15 @@ def markdown(result: dict, figs: dict[str, str]) -> str:
     return "\n".join(L) + "\n"
 
 
+def md_link(repo_path: str) -> str:
+    """A file named relative to the repository, as a link from RESULTS_MD."""
+    return Path(os.path.relpath(REPO / repo_path, RESULTS_MD.parent)).as_posix()
+
+
 def write_markdown(section: str) -> None:
     block = f"{BEGIN}\n{section}{END}"
-    if BENCHMARKS_MD.exists():
-        text = BENCHMARKS_MD.read_text()
+    if RESULTS_MD.exists():
+        text = RESULTS_MD.read_text()
         if BEGIN in text and END in text:
             head, rest = text.split(BEGIN, 1)
             tail = rest.split(END, 1)[1]
@@ -904,7 +910,7 @@ def write_markdown(section: str) -> None:
             text = text.rstrip("\n") + "\n\n" + block + "\n"
     else:
         text = "# Benchmarks\n\n" + block + "\n"
-    BENCHMARKS_MD.write_text(text)
+    RESULTS_MD.write_text(text)
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -919,12 +925,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python-variant", action="append", default=[], metavar="NAME=ARGS",
                     help="add a row: the Python async stack with extra arguments, e.g. w5='--window-ms 5'")
     ap.add_argument("--fixed-rate", action="append", default=[], metavar="WORKLOAD=RATE")
-    ap.add_argument("--no-markdown", action="store_true", help="do not touch BENCHMARKS.md")
+    ap.add_argument("--no-markdown", action="store_true", help="do not touch docs/benchmarks/side-by-side.md")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the engine ceiling")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default bench/results/<date>.json)")
     ap.add_argument("--command", default=None, help="how this run was started, for the report (make sets it)")
     ap.add_argument("--render", type=Path, default=None, metavar="RESULTS_JSON",
-                    help="measure nothing: redraw the plots and BENCHMARKS.md's section from a results file")
+                    help="measure nothing: redraw the plots and side-by-side.md's section from a results file")
     args = ap.parse_args(argv)
 
     if args.render:
@@ -1124,7 +1130,7 @@ def main(argv: list[str] | None = None) -> int:
     section = markdown(result, figs)
     if not args.no_markdown:
         write_markdown(section)
-        log("run_bench: updated BENCHMARKS.md")
+        log(f"run_bench: updated {RESULTS_MD.relative_to(REPO)}")
     print()
     print(section)
     log(f"run_bench: done in {result['elapsed_s'] / 60:.1f} min")

@@ -6,7 +6,7 @@
 # the pass; the input that caused it is kept and its path printed.
 #
 # New inputs found go to a scratch folder, never into the committed corpus; to grow the
-# corpus, run a target by hand (README, "Fuzzing").
+# corpus, run a target by hand (docs/fuzzing.md).
 #
 # Usage: scripts/fuzz_smoke.sh [seconds per target (default 20)] [target...]
 # Environment: FUZZ_BUILD (default build-fuzz), FUZZ_ARTIFACTS (default a temporary folder).

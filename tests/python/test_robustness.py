@@ -138,7 +138,8 @@ def test_request_bodies_in_flight_are_bounded_by_bytes(start_server):
     errors = [r for r in results if isinstance(r, BaseException) or r is None]
     assert not errors, f"{len(errors)} clients failed, e.g. {errors[0]!r}"
     statuses = [status for status, _ in results]
-    # The README's bound, with room for the allocator's slack and the JSON being parsed.
+    # The documented bound (docs/operations.md, "Memory held for clients"), with room for the
+    # allocator's slack and the JSON being parsed.
     bound = clients * (16 * 1024 + 64 * 1024) + budget + 48 * 1024 * 1024
     grown = peak[0] - baseline
     # Under a sanitizer the allocator's own memory (ASan's quarantine of freed blocks, TSan's
