@@ -7,7 +7,6 @@ temple and a flower, shipped in its wheel)."""
 from __future__ import annotations
 
 import io
-import re
 import sys
 import threading
 import time
@@ -18,6 +17,7 @@ import pytest
 import requests
 import tritonclient.grpc as tgrpc
 import tritonclient.http as thttp
+import yaml
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
@@ -306,9 +306,8 @@ def test_the_model_describes_its_variants_with_their_measured_top1(server):
 
 def int8_agreement_ppm() -> int:
     """int8-static's top-1 agreement with fp32 as set-up measured it on this CPU (model.yaml)."""
-    text = (MODEL_DIR / "model.yaml").read_text()
-    block = text[text.index("name: int8-static"):]
-    return round(float(re.search(r"top1_agreement:\s*([0-9.]+)", block).group(1)) * 1e6)
+    variants = yaml.safe_load((MODEL_DIR / "model.yaml").read_text())["variants"]
+    return round(next(v for v in variants if v["name"] == "int8-static")["top1_agreement"] * 1e6)
 
 
 def variants_server(tmp_path_factory, extra_args: list[str]) -> TailcutServer:
